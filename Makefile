@@ -1,0 +1,29 @@
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint typecheck conformance demo clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check kernel plugin tests
+
+typecheck: install
+	$(BIN)/mypy kernel plugin
+
+test: lint typecheck
+	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m pytest -q
+
+conformance: install
+	$(BIN)/affect-memory conformance fixtures/*.json
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

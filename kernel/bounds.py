@@ -1,0 +1,99 @@
+"""Reusable validated number and text types that name the bound and the bad value."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from numbers import Integral, Real
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+
+__all__ = [
+    "CosineDistance",
+    "FiniteFloat",
+    "NonNegativeInt",
+    "PositiveInt",
+    "SignedUnit",
+    "UnitInterval",
+    "ZonedTimestamp",
+    "check_int",
+    "check_number",
+    "parse_zoned",
+]
+
+
+def check_number(value: Any, low: float = -math.inf, high: float = math.inf) -> float:
+    """Return ``value`` as a float, refusing bool, non-numbers, NaN, infinities and out-of-range."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"must be finite, got {value!r}")
+    if not low <= number <= high:
+        raise ValueError(f"must be within [{_fmt(low)}, {_fmt(high)}], got {value!r}")
+    return number
+
+
+def check_int(value: Any, low: int | None = None) -> int:
+    """Return ``value`` as an int, refusing bool, floats and values below ``low``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"must be an integer, got {value!r}")
+    number = int(value)
+    if low is not None and number < low:
+        raise ValueError(f"must be >= {low}, got {value!r}")
+    return number
+
+
+def parse_zoned(value: str | datetime) -> datetime:
+    """Parse a zoned ISO-8601 string (or accept a zoned datetime); naive values are refused."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"is not an ISO-8601 timestamp: {value!r}") from None
+    else:
+        raise ValueError(f"must be an ISO-8601 string, got {value!r}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(
+            f"must carry a UTC offset or 'Z' (naive timestamps are ambiguous): {value!r}"
+        )
+    return moment
+
+
+def _fmt(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def _bounded(low: float, high: float) -> BeforeValidator:
+    return BeforeValidator(lambda value: check_number(value, low, high))
+
+
+def _zoned_text(value: Any) -> Any:
+    if isinstance(value, str):
+        parse_zoned(value)
+    return value
+
+
+FiniteFloat = Annotated[float, _bounded(-math.inf, math.inf)]
+"""Any finite float; bool, NaN and infinities are refused."""
+
+UnitInterval = Annotated[float, _bounded(0.0, 1.0)]
+"""A float in [0, 1]."""
+
+SignedUnit = Annotated[float, _bounded(-1.0, 1.0)]
+"""A float in [-1, 1]."""
+
+CosineDistance = Annotated[float, _bounded(0.0, 2.0)]
+"""A cosine distance, ``1 - cos``, in [0, 2]."""
+
+NonNegativeInt = Annotated[int, BeforeValidator(lambda value: check_int(value, 0))]
+"""An int >= 0; bool and floats are refused."""
+
+PositiveInt = Annotated[int, BeforeValidator(lambda value: check_int(value, 1))]
+"""An int >= 1; bool and floats are refused."""
+
+ZonedTimestamp = Annotated[str, AfterValidator(_zoned_text)]
+"""An ISO-8601 string that carries a UTC offset."""

@@ -1,0 +1,46 @@
+"""The exception tree every affect-memory error descends from."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AffectMemoryError",
+    "EngineError",
+    "FixtureError",
+    "InvalidInputError",
+    "LimitExceededError",
+    "MalformedOutputError",
+    "UnknownIntentError",
+    "UnknownStageError",
+]
+
+
+class AffectMemoryError(ValueError):
+    """Base class of every error raised by affect-memory."""
+
+
+class InvalidInputError(AffectMemoryError):
+    """An argument failed validation; the message names the argument and the bad value."""
+
+
+class UnknownStageError(InvalidInputError):
+    """A strict stage ladder was asked for a label it does not hold."""
+
+
+class UnknownIntentError(InvalidInputError):
+    """An intent is neither built in nor a registered custom label."""
+
+
+class FixtureError(AffectMemoryError):
+    """A conformance fixture cannot be used: malformed, mistyped or inconsistent."""
+
+
+class EngineError(AffectMemoryError):
+    """A turn failed before commit; state and transcript are unchanged."""
+
+
+class LimitExceededError(EngineError):
+    """A size or count limit of the engine was exceeded."""
+
+
+class MalformedOutputError(EngineError):
+    """An adapter returned something of the wrong type, count or size."""

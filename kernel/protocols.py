@@ -1,0 +1,213 @@
+"""The seams between the engine and the world: model, retriever, store, policy and turn effects.
+
+Request and result types are frozen pydantic values; adapters are structural ``Protocol``s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import Field, StringConstraints
+
+from kernel.appraisal import AppraisalOutcome
+from kernel.bounds import NonNegativeInt, ZonedTimestamp
+from kernel.models import (
+    AffectState,
+    DecodingParams,
+    EmotionMap,
+    FrozenModel,
+    MemoryCandidate,
+    Mood,
+    UntrustedContext,
+)
+from kernel.retrieval import ScoredCandidate
+
+__all__ = [
+    "AppraisalPolicy",
+    "GateInput",
+    "GateResult",
+    "GenerateInput",
+    "MemoryRetriever",
+    "Message",
+    "ModelAdapter",
+    "OutboxItem",
+    "RetrievalInput",
+    "StateStore",
+    "StateTransaction",
+    "TurnEffects",
+    "TurnRecord",
+    "TurnResult",
+]
+
+
+class Message(FrozenModel):
+    """One transcript message; the store stamps a zoned UTC time when it has none."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    timestamp: ZonedTimestamp | None = None
+
+
+class GateInput(FrozenModel):
+    """What the gate sees: the new message, the history before it, and the current state."""
+
+    message: str
+    history: tuple[Message, ...] = ()
+    state: AffectState
+
+
+class GateResult(FrozenModel):
+    """The gate's decision: the intent, whether to answer at all, and whether to retrieve."""
+
+    intent: str = "CASUAL"
+    should_respond: bool = Field(default=True, strict=True)
+    should_retrieve: bool = Field(default=False, strict=True)
+
+
+class RetrievalInput(FrozenModel):
+    """A retrieval request; ``state`` never carries the carried thought."""
+
+    query: str
+    history: tuple[Message, ...] = ()
+    state: AffectState
+    limit: Annotated[int, Field(ge=1)]
+    now: datetime
+
+
+class GenerateInput(FrozenModel):
+    """A generation request: the system prompt is trusted wording, evidence travels apart."""
+
+    message: str
+    system_prompt: str
+    history: tuple[Message, ...] = ()
+    state: AffectState
+    intent: str
+    emotions: EmotionMap
+    decoding: DecodingParams
+    untrusted_context: UntrustedContext = UntrustedContext()
+    max_tokens: NonNegativeInt | None = None
+
+
+class TurnResult(FrozenModel):
+    """What one committed turn produced."""
+
+    text: str
+    intent: str
+    silent: bool
+    mood: Mood
+    emotions: EmotionMap
+    memories: tuple[ScoredCandidate, ...] = ()
+
+
+class OutboxItem(FrozenModel):
+    """A side effect a committed turn owes the world, recorded in the same commit.
+
+    ``id`` is deterministic so that applying an item twice is harmless.
+    """
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+    topic: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class TurnRecord(FrozenModel):
+    """A committed turn as turn effects see it, to plan the writes it owes."""
+
+    conversation_id: str
+    turn_time: datetime
+    user_id: str | None = None
+    message: Message
+    reply: Message | None
+    intent: str
+    state: AffectState
+    active_emotions: EmotionMap
+    memories: tuple[ScoredCandidate, ...] = ()
+
+
+@runtime_checkable
+class ModelAdapter(Protocol):
+    """A language model: an async gate and a streaming generator of text chunks."""
+
+    async def gate(self, request: GateInput) -> GateResult:
+        """Classify the message and decide whether to respond and retrieve."""
+        ...
+
+    def generate(self, request: GenerateInput) -> AsyncIterator[str]:
+        """Stream the reply as text chunks."""
+        ...
+
+
+@runtime_checkable
+class MemoryRetriever(Protocol):
+    """A source of memory candidates for a turn."""
+
+    async def retrieve(self, request: RetrievalInput) -> Sequence[MemoryCandidate]:
+        """Candidates for the request, unranked; the kernel scores them."""
+        ...
+
+
+@runtime_checkable
+class AppraisalPolicy(Protocol):
+    """A synchronous appraisal of one turn."""
+
+    def appraise(self, state: AffectState, intent: str, message: str) -> AppraisalOutcome:
+        """The next state and the turn's active emotions."""
+        ...
+
+
+@runtime_checkable
+class StateTransaction(Protocol):
+    """One conversation's serialized transaction: load, then commit at most once."""
+
+    async def load_state(self) -> AffectState | None:
+        """The committed state, or None for a new conversation."""
+        ...
+
+    async def load_transcript(self) -> tuple[Message, ...]:
+        """Every committed message in commit order."""
+        ...
+
+    async def commit(
+        self,
+        *,
+        state: AffectState | None,
+        messages: Sequence[Message],
+        outbox: Sequence[OutboxItem] = (),
+    ) -> None:
+        """Write the new state (None keeps the old), the messages and the outbox atomically."""
+        ...
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Durable per-conversation state, transcript and outbox."""
+
+    def transaction(self, conversation_id: str) -> AbstractAsyncContextManager[StateTransaction]:
+        """Hold the conversation exclusively for the length of one turn."""
+        ...
+
+    async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
+        """Outbox items of a topic not yet marked applied, oldest first."""
+        ...
+
+    async def complete_outbox(self, ids: Sequence[str]) -> None:
+        """Mark outbox items applied; unknown ids are ignored."""
+        ...
+
+
+@runtime_checkable
+class TurnEffects(Protocol):
+    """Writes a committed turn owes outside the store (e.g. memory updates), via the outbox."""
+
+    topic: str
+
+    def plan(self, turn: TurnRecord) -> Sequence[OutboxItem]:
+        """The outbox items this turn owes; recorded in the turn's commit."""
+        ...
+
+    async def apply(self, items: Sequence[OutboxItem]) -> None:
+        """Apply items idempotently; raising leaves them pending for a later retry."""
+        ...

@@ -1,0 +1,206 @@
+"""Pure memory scoring and ranking, independent of storage or embeddings.
+
+Scores are higher-is-better. Distances are cosine distances, ``1 - cos``, in [0, 2].
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime
+
+from kernel.bounds import check_int, check_number, parse_zoned
+from kernel.errors import InvalidInputError
+from kernel.models import FrozenModel, MemoryCandidate
+
+__all__ = [
+    "DEFAULT_RETRIEVAL_WEIGHTS",
+    "RetrievalWeights",
+    "ScoredCandidate",
+    "candidate_score",
+    "mood_congruence_factor",
+    "rank_candidates",
+    "recency_weight",
+    "score_candidate",
+]
+
+SECONDS_PER_DAY = 86400.0
+
+
+class RetrievalWeights(FrozenModel):
+    """The constants of the memory scorer; see the provenance table in README."""
+
+    recency_horizon_days: float = 60.0
+    recency_floor: float = 0.40
+    recency_fallback: float = 0.70
+    """Recency of a memory whose timestamp is missing or unusable."""
+    significance_weight: float = 0.03
+    recall_weight: float = 0.006
+    recall_cap: float = 0.025
+    episode_bonus: float = 0.05
+    congruence_threshold: float = 0.20
+    congruence_negative: float = 1.06
+    congruence_positive: float = 1.03
+
+    def model_post_init(self, context: object) -> None:
+        """Refuse weights that would make the formula meaningless."""
+        for name in ("recency_horizon_days", "recency_floor", "recency_fallback"):
+            if not getattr(self, name) > 0:
+                raise InvalidInputError(f"RetrievalWeights.{name} must be > 0")
+        if self.recency_floor > 1:
+            raise InvalidInputError("RetrievalWeights.recency_floor must be <= 1")
+
+
+DEFAULT_RETRIEVAL_WEIGHTS = RetrievalWeights()
+
+
+class ScoredCandidate(FrozenModel):
+    """A candidate with its final score and every factor that went into it."""
+
+    candidate: MemoryCandidate
+    score: float
+    similarity: float
+    recency: float
+    salience: float
+    congruence: float
+    episode_bonus: float
+
+
+def _require_zoned_now(now: datetime) -> datetime:
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(f"now must be a zoned datetime, got {now!r}")
+    return now
+
+
+def _recency_from_days(days_ago: float, weights: RetrievalWeights) -> float:
+    age = max(0.0, days_ago)
+    return min(1.0, max(weights.recency_floor, 1.0 - age / weights.recency_horizon_days))
+
+
+def _age_days(timestamp: object, now: datetime) -> float | None:
+    if not isinstance(timestamp, str | datetime):
+        return None
+    try:
+        moment = parse_zoned(timestamp)
+        return (now - moment).total_seconds() / SECONDS_PER_DAY
+    except (ValueError, OverflowError):
+        return None
+
+
+def recency_weight(
+    timestamp: str | datetime | None,
+    now: datetime,
+    *,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> float:
+    """Linear freshness from 1 down to a floor over the horizon; future is fresh.
+
+    Missing, unparsable or naive timestamps get the fallback (0.70 by default).
+    """
+    _require_zoned_now(now)
+    age = _age_days(timestamp, now)
+    if age is None:
+        return weights.recency_fallback
+    return _recency_from_days(age, weights)
+
+
+def _salience(significance: float, recall_count: int, weights: RetrievalWeights) -> float:
+    clamped = min(1.0, max(0.0, significance))
+    recall = min(weights.recall_cap, weights.recall_weight * math.log1p(recall_count))
+    return 1.0 + weights.significance_weight * clamped + recall
+
+
+def candidate_score(
+    distance: float,
+    days_ago: float,
+    episode: bool,
+    significance: float,
+    recall_count: int,
+    *,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> float:
+    """similarity × recency × salience, plus the episode bonus; age is given in days."""
+    try:
+        distance = check_number(distance, 0.0, 2.0)
+        days_ago = check_number(days_ago)
+        significance = check_number(significance)
+        recall_count = check_int(recall_count, 0)
+    except ValueError as error:
+        raise InvalidInputError(f"candidate_score argument {error}") from None
+    if not isinstance(episode, bool):
+        raise InvalidInputError(f"episode must be a bool, got {episode!r}")
+    similarity = 1.0 - distance / 2.0
+    recency = _recency_from_days(days_ago, weights)
+    bonus = weights.episode_bonus if episode else 0.0
+    return similarity * recency * _salience(significance, recall_count, weights) + bonus
+
+
+def mood_congruence_factor(
+    memory_valence: float,
+    mood_valence: float,
+    congruence_on: bool = True,
+    *,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> float:
+    """A small boost for a memory whose valence shares the sign of a clearly polarized mood."""
+    if not congruence_on or abs(mood_valence) < weights.congruence_threshold:
+        return 1.0
+    if memory_valence == 0 or (memory_valence > 0) != (mood_valence > 0):
+        return 1.0
+    return weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
+
+
+def score_candidate(
+    candidate: MemoryCandidate,
+    now: datetime,
+    mood_valence: float = 0.0,
+    congruence_on: bool = True,
+    *,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> ScoredCandidate:
+    """Score one candidate at ``now`` under a mood valence, keeping the breakdown."""
+    recency = recency_weight(candidate.timestamp, now, weights=weights)
+    similarity = 1.0 - candidate.distance / 2.0
+    salience = _salience(candidate.significance, candidate.recall_count, weights)
+    bonus = weights.episode_bonus if candidate.episode else 0.0
+    congruence = mood_congruence_factor(
+        candidate.emotional_valence, mood_valence, congruence_on, weights=weights
+    )
+    score = (similarity * recency * salience + bonus) * congruence
+    return ScoredCandidate(
+        candidate=candidate,
+        score=score,
+        similarity=similarity,
+        recency=recency,
+        salience=salience,
+        congruence=congruence,
+        episode_bonus=bonus,
+    )
+
+
+def rank_candidates(
+    candidates: Iterable[MemoryCandidate],
+    now: datetime,
+    mood_valence: float = 0.0,
+    limit: int = 4,
+    congruence_on: bool = True,
+    *,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> tuple[ScoredCandidate, ...]:
+    """Score, keep the best of each id (first seen wins a tie), order by score then id, cut.
+
+    Ties in score are broken by ascending id in Unicode code-point order.
+    """
+    try:
+        limit = check_int(limit, 0)
+    except ValueError as error:
+        raise InvalidInputError(f"limit {error}") from None
+    _require_zoned_now(now)
+    best: dict[str, ScoredCandidate] = {}
+    for candidate in candidates:
+        scored = score_candidate(candidate, now, mood_valence, congruence_on, weights=weights)
+        kept = best.get(candidate.id)
+        if kept is None or scored.score > kept.score:
+            best[candidate.id] = scored
+    ordered = sorted(best.values(), key=lambda item: (-item.score, item.candidate.id))
+    return tuple(ordered[:limit])

@@ -1,0 +1,1 @@
+"""affect-memory plugin."""
