@@ -1,49 +1,29 @@
-"""The ``affect-memory`` command line."""
+"""The ``affect-memory`` command line: a thin dispatcher over ``plugin.commands``."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from kernel.errors import AffectMemoryError
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-
-def _conformance(args: argparse.Namespace) -> int:
-    from plugin.conformance_cli import format_report, run_conformance
-
-    report = run_conformance([Path(path) for path in args.paths])
-    if args.json:
-        print(json.dumps(report.to_json(), ensure_ascii=False, default=str, indent=2))
-        print(f"{report.passed} passed, {report.failed} failed", file=sys.stderr)
-    else:
-        print(format_report(report))
-    return 1 if report.failed else 0
+COMMAND_MODULES = ("conformance", "bench")
+"""Sub-command modules under ``plugin.commands``, in ``--help`` order."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every sub-command."""
+    """The argument parser with every sub-command registered."""
     parser = argparse.ArgumentParser(
         prog="affect-memory",
         description="An affect-aware memory layer for AI agents.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    conformance = commands.add_parser(
-        "conformance",
-        help="check the kernel against fixture files in the reference schema",
-        description=(
-            "Validate kernel and trace fixture files strictly, run every case and trace step "
-            "through the kernel and report per category. Exit 0 when all pass, 1 when any "
-            "fails, 2 when a file cannot be used."
-        ),
-    )
-    conformance.add_argument("paths", nargs="+", metavar="PATH", help="fixture JSON files")
-    conformance.add_argument("--json", action="store_true", help="print the report as JSON")
-    conformance.set_defaults(handler=_conformance)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"plugin.commands.{name}").register(commands)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""One module per ``affect-memory`` sub-command, each exposing ``register(subparsers)``."""
