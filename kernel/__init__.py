@@ -35,6 +35,7 @@ from kernel.appraisal import (
     stage_int,
     state_emotions,
 )
+from kernel.batch import BatchScores, rank_batch, score_batch
 from kernel.errors import (
     AffectMemoryError,
     EngineError,
@@ -100,6 +101,7 @@ __all__ = [
     "AffectState",
     "AppraisalOutcome",
     "AttachmentState",
+    "BatchScores",
     "CognitionState",
     "DecodingParams",
     "DefaultAppraisalPolicy",
@@ -146,8 +148,10 @@ __all__ = [
     "mood_inertia",
     "mood_octant",
     "presence_line",
+    "rank_batch",
     "rank_candidates",
     "recency_weight",
+    "score_batch",
     "score_candidate",
     "stage_int",
     "state_emotions",

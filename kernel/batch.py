@@ -1,0 +1,469 @@
+"""Columnar memory scoring and top-k ranking over numpy arrays, identical to the scalar scorer.
+
+Public functions validate their columns once; private ones compute, vectorised and in place.
+Every score follows the scalar path's floating-point operations in the same order
+(``(similarity * recency * salience + bonus) * congruence``), so results agree bit for bit
+with :func:`kernel.retrieval.score_candidate` whenever the ages in days agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from kernel.bounds import check_int, check_number
+from kernel.errors import InvalidInputError
+from kernel.models import MemoryCandidate
+from kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    SECONDS_PER_DAY,
+    RetrievalWeights,
+    ScoredCandidate,
+    _age_days,
+    _require_zoned_now,
+)
+
+__all__ = ["BatchScores", "rank_batch", "score_batch"]
+
+FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.intp]
+
+DISTANCE_TOLERANCE: Final = 1e-6
+"""Float noise around [0, 2] that is clamped rather than refused (vector stores produce it)."""
+
+_RECALL_TABLE_LIMIT: Final = 4096
+"""Largest recall-count lookup table; uncapped counts beyond it are computed once each."""
+
+_FULL_SORT_BELOW: Final = 512
+"""Below this many candidates a full sort is cheaper than partitioning first."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchScores:
+    """Final scores and every factor behind them, one read-only float64 array each."""
+
+    score: FloatArray
+    similarity: FloatArray
+    recency: FloatArray
+    salience: FloatArray
+    congruence: FloatArray
+    episode_bonus: FloatArray
+
+    def __len__(self) -> int:
+        """The number of scored candidates."""
+        return int(self.score.shape[0])
+
+
+# ---------------------------------------------------------------- validation (public edge)
+
+
+def _column(name: str, value: Any, kinds: str, expected: str) -> npt.NDArray[Any]:
+    array = np.asarray(value)
+    if array.ndim != 1:
+        raise InvalidInputError(f"{name} must be a 1-D array, got shape {array.shape}")
+    if array.dtype.kind not in kinds:
+        raise InvalidInputError(f"{name} must be {expected}, got dtype {array.dtype}")
+    return array
+
+
+def _float_column(name: str, value: Any) -> FloatArray:
+    array = _column(name, value, "fiu", "a numeric array (bool is not a number)")
+    return np.asarray(array, dtype=np.float64)
+
+
+def _first_bad(name: str, array: FloatArray, bad: npt.NDArray[np.bool_], bound: str) -> str:
+    index = int(np.flatnonzero(bad)[0])
+    return f"{name} must be {bound}, got {array[index]!r} at index {index}"
+
+
+def _require_finite(name: str, array: FloatArray) -> None:
+    # One reduction: a sum of finite values is finite unless it overflows, which is rechecked.
+    if array.size and not math.isfinite(np.add.reduce(array)):
+        bad = ~np.isfinite(array)
+        if bad.any():
+            raise InvalidInputError(_first_bad(name, array, bad, "finite"))
+
+
+def _checked_distances(value: Any) -> FloatArray:
+    distances = _float_column("distances", value)
+    if not distances.size:
+        return distances
+    low = float(np.minimum.reduce(distances))
+    high = float(np.maximum.reduce(distances))
+    if not (low >= -DISTANCE_TOLERANCE and high <= 2.0 + DISTANCE_TOLERANCE):
+        bad = ~((distances >= -DISTANCE_TOLERANCE) & (distances <= 2.0 + DISTANCE_TOLERANCE))
+        raise InvalidInputError(
+            _first_bad("distances", distances, bad, "cosine distances within [0, 2]")
+        )
+    if low < 0.0 or high > 2.0:
+        distances = np.clip(distances, 0.0, 2.0)
+    return distances
+
+
+def _checked_moments(name: str, value: Any) -> tuple[FloatArray, bool]:
+    """A float column where NaN means missing; returns it and whether any value is missing."""
+    moments = _float_column(name, value)
+    if not moments.size or math.isfinite(np.add.reduce(moments)):
+        return moments, False
+    infinite = np.isinf(moments)
+    if infinite.any():
+        raise InvalidInputError(_first_bad(name, moments, infinite, "finite (NaN marks missing)"))
+    return moments, bool(np.isnan(moments).any())
+
+
+def _checked_recall_counts(value: Any) -> npt.NDArray[np.integer[Any]]:
+    counts = _column("recall_counts", value, "iu", "an integer array")
+    if counts.size and counts.dtype.kind == "i":
+        low = int(np.minimum.reduce(counts))
+        if low < 0:
+            raise InvalidInputError(
+                _first_bad("recall_counts", counts.astype(np.float64), counts < 0, ">= 0")
+            )
+    return counts
+
+
+def _checked_mood(mood_valence: Any, congruence_on: Any) -> float:
+    try:
+        mood = check_number(mood_valence)
+    except ValueError as error:
+        raise InvalidInputError(f"mood_valence {error}") from None
+    if not isinstance(congruence_on, bool):
+        raise InvalidInputError(f"congruence_on must be a bool, got {congruence_on!r}")
+    return mood
+
+
+def score_batch(
+    distances: npt.ArrayLike,
+    *,
+    timestamps: npt.ArrayLike | None = None,
+    ages_days: npt.ArrayLike | None = None,
+    significance: npt.ArrayLike,
+    recall_counts: npt.ArrayLike,
+    episodes: npt.ArrayLike,
+    memory_valences: npt.ArrayLike,
+    now: datetime | None = None,
+    mood_valence: float = 0.0,
+    congruence_on: bool = True,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> BatchScores:
+    """Score a batch of candidates held as columns, exactly as ``score_candidate`` would.
+
+    Give ``timestamps`` (epoch seconds, with a zoned ``now``) or ``ages_days``; NaN in either
+    marks a missing or unparsable timestamp and gets the recency fallback, and with neither
+    every candidate gets it. Distances within 1e-6 outside [0, 2] are clamped; significance
+    is clamped to [0, 1] as the scalar path does.
+
+    >>> result = score_batch([0.0, 1.0], ages_days=[0.0, 90.0], significance=[0.0, 0.0],
+    ...                      recall_counts=[0, 0], episodes=[False, True],
+    ...                      memory_valences=[0.0, 0.0])
+    >>> result.score.tolist()  # 1 * 1 * 1 and 0.5 * 0.40 * 1 + 0.05
+    [1.0, 0.25]
+    """
+    if not isinstance(weights, RetrievalWeights):
+        raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
+    mood = _checked_mood(mood_valence, congruence_on)
+    distance = _checked_distances(distances)
+    n = distance.shape[0]
+    columns: dict[str, npt.NDArray[Any]] = {
+        "significance": _float_column("significance", significance),
+        "recall_counts": _checked_recall_counts(recall_counts),
+        "episodes": _column("episodes", episodes, "b", "a bool array"),
+        "memory_valences": _float_column("memory_valences", memory_valences),
+    }
+    if timestamps is not None and ages_days is not None:
+        raise InvalidInputError("give timestamps or ages_days, not both")
+    ages: FloatArray | None = None
+    missing = owned = False
+    if timestamps is not None:
+        if now is None:
+            raise InvalidInputError("timestamps need now, a zoned datetime")
+        moments, missing = _checked_moments("timestamps", timestamps)
+        columns["timestamps"] = moments
+        ages, owned = _ages_from_epoch(moments, _require_zoned_now(now).timestamp()), True
+    elif ages_days is not None:
+        ages, missing = _checked_moments("ages_days", ages_days)
+        columns["ages_days"] = ages
+    for name, column in columns.items():
+        if column.shape[0] != n:
+            raise InvalidInputError(
+                f"{name} has {column.shape[0]} values but distances has {n}; "
+                "every column must have one value per candidate"
+            )
+    _require_finite("significance", columns["significance"])
+    _require_finite("memory_valences", columns["memory_valences"])
+    return _score_columns(
+        distance,
+        ages,
+        missing,
+        owned,
+        columns["significance"],
+        columns["recall_counts"],
+        columns["episodes"],
+        columns["memory_valences"],
+        mood,
+        congruence_on,
+        weights,
+    )
+
+
+# ---------------------------------------------------------------- vectorised compute
+
+
+def _ages_from_epoch(moments: FloatArray, now_epoch: float) -> FloatArray:
+    ages = np.subtract(now_epoch, moments)
+    np.divide(ages, SECONDS_PER_DAY, out=ages)
+    return ages
+
+
+@lru_cache(maxsize=32)
+def _recall_table(recall_weight: float, recall_cap: float) -> tuple[FloatArray, bool]:
+    """``min(cap, weight * log1p(k))`` for small k, computed with ``math.log1p`` as the scalar
+    path does; the flag says whether every larger count gives the table's last value."""
+    values: list[float] = []
+    saturates = False
+    for count in range(_RECALL_TABLE_LIMIT):
+        value = min(recall_cap, recall_weight * math.log1p(count))
+        values.append(value)
+        # Monotone in the count when the weight is non-negative, so the cap, once hit, stays.
+        if recall_weight >= 0 and value == recall_cap:
+            saturates = True
+            break
+    table = np.array(values, dtype=np.float64)
+    table.flags.writeable = False
+    return table, saturates
+
+
+def _recall_terms(
+    counts: npt.NDArray[np.integer[Any]], weights: RetrievalWeights, out: FloatArray
+) -> FloatArray:
+    table, saturates = _recall_table(weights.recall_weight, weights.recall_cap)
+    if counts.dtype.kind == "u" or counts.dtype != np.intp:
+        counts = np.minimum(counts, np.iinfo(np.intp).max).astype(np.intp)
+    if saturates or not counts.size or int(np.maximum.reduce(counts)) < table.shape[0]:
+        return np.take(table, counts, mode="clip", out=out)
+    # Unusual weights that never reach the cap: compute each distinct count once.
+    distinct, inverse = np.unique(counts, return_inverse=True)
+    terms = [
+        min(weights.recall_cap, weights.recall_weight * math.log1p(int(count)))
+        for count in distinct
+    ]
+    return np.take(np.array(terms, dtype=np.float64), inverse, out=out)
+
+
+def _score_columns(
+    distances: FloatArray,
+    ages: FloatArray | None,
+    missing: bool,
+    owned: bool,
+    significance: FloatArray,
+    recall_counts: npt.NDArray[np.integer[Any]],
+    episodes: npt.NDArray[np.bool_],
+    valences: FloatArray,
+    mood_valence: float,
+    congruence_on: bool,
+    weights: RetrievalWeights,
+) -> BatchScores:
+    n = distances.shape[0]
+    # similarity = 1 - distance / 2
+    similarity = np.divide(distances, 2.0)
+    np.subtract(1.0, similarity, out=similarity)
+
+    # recency = min(1, max(floor, 1 - max(0, age) / horizon)). For age < 0 the inner value is
+    # already >= 1 and the outer min gives 1 either way, so max(0, age) can be dropped exactly.
+    if ages is None:
+        recency = np.full(n, weights.recency_fallback)
+    else:
+        unknown = np.isnan(ages) if missing else None
+        # Ages computed here from epoch seconds are scratch space; a caller's are not.
+        recency = ages if owned else np.empty(n)
+        np.divide(ages, weights.recency_horizon_days, out=recency)
+        np.subtract(1.0, recency, out=recency)
+        np.clip(recency, weights.recency_floor, 1.0, out=recency)
+        if unknown is not None:
+            np.copyto(recency, weights.recency_fallback, where=unknown)
+
+    # salience = 1 + weight * clamp(significance, 0, 1) + min(cap, weight * log1p(count))
+    salience = np.clip(significance, 0.0, 1.0)
+    np.multiply(weights.significance_weight, salience, out=salience)
+    np.add(1.0, salience, out=salience)
+    score = np.empty(n)
+    np.add(salience, _recall_terms(recall_counts, weights, out=score), out=salience)
+
+    bonus = np.zeros(n)
+    np.copyto(bonus, weights.episode_bonus, where=episodes)
+
+    np.multiply(similarity, recency, out=score)
+    np.multiply(score, salience, out=score)
+    np.add(score, bonus, out=score)
+
+    congruence = np.ones(n)
+    factor = _congruence_factor(mood_valence, congruence_on, weights)
+    if factor is not None:
+        congruent = np.greater(valences, 0.0) if mood_valence > 0 else np.less(valences, 0.0)
+        np.copyto(congruence, factor, where=congruent)
+        # x * 1.0 == x exactly, so multiplying only the congruent scores matches the scalar path.
+        np.multiply(score, factor, out=score, where=congruent)
+
+    for array in (score, similarity, recency, salience, congruence, bonus):
+        array.flags.writeable = False
+    return BatchScores(
+        score=score,
+        similarity=similarity,
+        recency=recency,
+        salience=salience,
+        congruence=congruence,
+        episode_bonus=bonus,
+    )
+
+
+def _congruence_factor(
+    mood_valence: float, congruence_on: bool, weights: RetrievalWeights
+) -> float | None:
+    """The factor a same-sign memory gets, or None when congruence is off for this mood."""
+    if not congruence_on or abs(mood_valence) < weights.congruence_threshold:
+        return None
+    return weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
+
+
+# ---------------------------------------------------------------- ranking
+
+
+def _id_column(ids: Any) -> npt.NDArray[Any]:
+    """Ids as an array that orders by Unicode code point: a numpy str array, or integer ranks.
+
+    Numpy str arrays drop trailing NUL characters, so ids that end in one are replaced by their
+    rank in Python's (code-point) order instead.
+    """
+    if isinstance(ids, np.ndarray) and ids.dtype.kind == "U":
+        if ids.ndim != 1:
+            raise InvalidInputError(f"ids must be a 1-D array, got shape {ids.shape}")
+        return ids
+    values = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    for index, value in enumerate(values):
+        if not isinstance(value, str):
+            raise InvalidInputError(f"ids must be strings, got {value!r} at index {index}")
+    if not any(value.endswith("\x00") for value in values):
+        return np.array(values, dtype=np.str_) if values else np.array([], dtype="U1")
+    ranks = {value: rank for rank, value in enumerate(sorted(set(values)))}
+    return np.array([ranks[value] for value in values], dtype=np.intp)
+
+
+def rank_batch(ids: npt.ArrayLike, scores: npt.ArrayLike, limit: int) -> IndexArray:
+    """Indices of the best ``limit`` distinct ids: descending score, then ascending id.
+
+    Duplicated ids keep their best score (the first seen wins an exact tie); ids compare by
+    Unicode code point. Only the candidates that can reach the top are sorted.
+
+    >>> rank_batch(["b", "a", "b", "c"], [0.5, 0.5, 0.9, 0.1], 3).tolist()
+    [2, 1, 3]
+    """
+    try:
+        limit = check_int(limit, 0)
+    except ValueError as error:
+        raise InvalidInputError(f"limit {error}") from None
+    keys = _id_column(ids)
+    values = _float_column("scores", scores)
+    if values.shape[0] != keys.shape[0]:
+        raise InvalidInputError(
+            f"scores has {values.shape[0]} values but ids has {keys.shape[0]}"
+        )
+    _require_finite("scores", values)
+    return _top_k(keys, values, limit)
+
+
+def _top_k(ids: npt.NDArray[Any], scores: FloatArray, limit: int) -> IndexArray:
+    n = scores.shape[0]
+    if limit == 0 or n == 0:
+        return np.empty(0, dtype=np.intp)
+    reach = limit
+    while True:
+        pool = _reaching(scores, reach)
+        kept = _best_of_each_id(ids, scores, pool)
+        # Every id with a member in the pool has its best there, above every id outside it,
+        # so the pool decides the answer once it holds enough distinct ids (or everything).
+        if kept.shape[0] >= limit or pool.shape[0] == n:
+            break
+        reach = min(n, 4 * max(reach, limit + pool.shape[0] - kept.shape[0]))
+    order = np.lexsort((ids[kept], -scores[kept]))[:limit]
+    return kept[order]
+
+
+def _reaching(scores: FloatArray, reach: int) -> IndexArray:
+    """Ascending indices of every score >= the ``reach``-th largest (all its ties included)."""
+    n = scores.shape[0]
+    if reach >= n or n < _FULL_SORT_BELOW:
+        return np.arange(n, dtype=np.intp)
+    threshold = np.partition(scores, n - reach)[n - reach]
+    return np.flatnonzero(scores >= threshold)
+
+
+def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray) -> IndexArray:
+    """``pool`` (ascending) reduced to one index per id: its best score, earliest on a tie."""
+    pooled = ids[pool]
+    if pool.shape[0] <= _FULL_SORT_BELOW and len(set(pooled.tolist())) == pool.shape[0]:
+        return pool
+    # Stable sort by id, then descending score; ties keep pool order, i.e. first seen first.
+    order = np.lexsort((-scores[pool], pooled))
+    grouped = pooled[order]
+    first = np.empty(grouped.shape[0], dtype=np.bool_)
+    first[:1] = True
+    np.not_equal(grouped[1:], grouped[:-1], out=first[1:])
+    return pool[order[first]]
+
+
+# ---------------------------------------------------------------- candidates to columns
+
+_MAX_COUNT: Final = int(np.iinfo(np.int64).max)
+
+
+def _rank_columns(
+    pool: tuple[MemoryCandidate, ...],
+    now: datetime,
+    mood_valence: float,
+    limit: int,
+    congruence_on: bool,
+    weights: RetrievalWeights,
+) -> tuple[ScoredCandidate, ...]:
+    """``rank_candidates`` on validated candidates: columns once, score, top-k, then models.
+
+    Ages come from the same timedelta arithmetic as :func:`recency_weight`, so the scores
+    equal the scalar ones bit for bit.
+    """
+    mood = _checked_mood(mood_valence, congruence_on)
+    if not isinstance(weights, RetrievalWeights):
+        raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
+    if not pool:
+        return ()
+    ages = [_age_days(candidate.timestamp, now) for candidate in pool]
+    scored = _score_columns(
+        np.array([candidate.distance for candidate in pool], dtype=np.float64),
+        np.array([math.nan if age is None else age for age in ages], dtype=np.float64),
+        None in ages,
+        True,
+        np.array([candidate.significance for candidate in pool], dtype=np.float64),
+        np.array([min(c.recall_count, _MAX_COUNT) for c in pool], dtype=np.int64),
+        np.array([candidate.episode for candidate in pool], dtype=np.bool_),
+        np.array([candidate.emotional_valence for candidate in pool], dtype=np.float64),
+        mood,
+        congruence_on,
+        weights,
+    )
+    chosen = _top_k(_id_column([candidate.id for candidate in pool]), scored.score, limit)
+    return tuple(
+        ScoredCandidate(
+            candidate=pool[index],
+            score=float(scored.score[index]),
+            similarity=float(scored.similarity[index]),
+            recency=float(scored.recency[index]),
+            salience=float(scored.salience[index]),
+            congruence=float(scored.congruence[index]),
+            episode_bonus=float(scored.episode_bonus[index]),
+        )
+        for index in chosen.tolist()
+    )
