@@ -4,11 +4,13 @@ from __future__ import annotations
 
 __all__ = [
     "AffectMemoryError",
+    "CorruptStateError",
     "EngineError",
     "FixtureError",
     "InvalidInputError",
     "LimitExceededError",
     "MalformedOutputError",
+    "StateStoreError",
     "UnknownIntentError",
     "UnknownStageError",
 ]
@@ -44,3 +46,11 @@ class LimitExceededError(EngineError):
 
 class MalformedOutputError(EngineError):
     """An adapter returned something of the wrong type, count or size."""
+
+
+class StateStoreError(AffectMemoryError):
+    """A state store could not do what was asked; nothing of the failed call was written."""
+
+
+class CorruptStateError(StateStoreError):
+    """A stored row cannot be read back; the message names the conversation and the problem."""

@@ -166,8 +166,8 @@ class StateTransaction(Protocol):
         """The committed state, or None for a new conversation."""
         ...
 
-    async def load_transcript(self) -> tuple[Message, ...]:
-        """Every committed message in commit order."""
+    async def load_transcript(self, limit: int | None = None) -> tuple[Message, ...]:
+        """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
         ...
 
     async def commit(
