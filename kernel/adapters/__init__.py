@@ -1,0 +1,27 @@
+"""Reference adapters without I/O: an in-memory store, a scripted model, a static retriever.
+
+They are real implementations of the ``kernel.protocols`` seams, for tests and examples.
+"""
+
+from kernel.adapters.memory_store import InMemoryStateStore
+from kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
+from kernel.adapters.static_retriever import StaticRetriever
+from kernel.adapters.store_support import (
+    MAX_CONVERSATION_ID_CHARS,
+    PreparedCommit,
+    check_conversation_id,
+    check_limit,
+    prepare_commit,
+)
+
+__all__ = [
+    "MAX_CONVERSATION_ID_CHARS",
+    "InMemoryStateStore",
+    "PreparedCommit",
+    "ScriptedModel",
+    "ScriptedReply",
+    "StaticRetriever",
+    "check_conversation_id",
+    "check_limit",
+    "prepare_commit",
+]

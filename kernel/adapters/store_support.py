@@ -1,0 +1,87 @@
+"""Checks every state store shares: conversation ids, commit arguments, message stamping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from kernel.errors import InvalidInputError
+from kernel.models import AffectState
+from kernel.protocols import Message, OutboxItem
+
+__all__ = [
+    "MAX_CONVERSATION_ID_CHARS",
+    "PreparedCommit",
+    "check_conversation_id",
+    "check_limit",
+    "prepare_commit",
+]
+
+MAX_CONVERSATION_ID_CHARS = 256
+"""Longest conversation id a store accepts."""
+
+
+class PreparedCommit(NamedTuple):
+    """Commit arguments after checking: messages stamped, outbox de-duplicated by id."""
+
+    state: AffectState | None
+    messages: tuple[Message, ...]
+    outbox: tuple[OutboxItem, ...]
+
+
+def check_conversation_id(conversation_id: object) -> str:
+    """Return the id when it is a non-empty string of at most 256 characters."""
+    if (
+        not isinstance(conversation_id, str)
+        or not conversation_id.strip()
+        or len(conversation_id) > MAX_CONVERSATION_ID_CHARS
+    ):
+        raise InvalidInputError(
+            "conversation_id must be a non-empty string of at most "
+            f"{MAX_CONVERSATION_ID_CHARS} characters, got {conversation_id!r}"
+        )
+    return conversation_id
+
+
+def check_limit(limit: object, name: str = "limit") -> int:
+    """Return ``limit`` when it is a positive int (bool refused)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {limit!r}")
+    return limit
+
+
+def prepare_commit(
+    state: object,
+    messages: object,
+    outbox: object,
+    now: datetime,
+) -> PreparedCommit:
+    """Check commit arguments and stamp unstamped messages with ``now`` in UTC.
+
+    Raises ``InvalidInputError`` naming the bad argument before anything is written.
+    """
+    if state is not None and not isinstance(state, AffectState):
+        raise InvalidInputError(f"state must be AffectState or None, got {type(state).__name__}")
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        raise InvalidInputError(f"messages must be a sequence, got {type(messages).__name__}")
+    if not isinstance(outbox, Sequence) or isinstance(outbox, str):
+        raise InvalidInputError(f"outbox must be a sequence, got {type(outbox).__name__}")
+    stamp = now.astimezone(UTC).isoformat()
+    stamped: list[Message] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise InvalidInputError(
+                f"messages[{index}] must be Message, got {type(message).__name__}"
+            )
+        if message.timestamp is None:
+            message = message.model_copy(update={"timestamp": stamp})
+        stamped.append(message)
+    items: dict[str, OutboxItem] = {}
+    for index, item in enumerate(outbox):
+        if not isinstance(item, OutboxItem):
+            raise InvalidInputError(
+                f"outbox[{index}] must be OutboxItem, got {type(item).__name__}"
+            )
+        items.setdefault(item.id, item)
+    return PreparedCommit(state, tuple(stamped), tuple(items.values()))

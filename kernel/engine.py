@@ -1,0 +1,608 @@
+"""The turn engine: one user message in, one validated, atomically committed turn out.
+
+A responding turn runs gate → optional retrieval → ranking → appraisal policy → response
+controls → generation → one commit. Every adapter output is checked for type, count and
+size, every limit is enforced before anything crosses an adapter boundary, and any failure
+before the commit leaves state and transcript exactly as they were.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any, Literal
+
+from pydantic import Field
+
+from kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
+from kernel.affect import decoding_params as _decoding_params
+from kernel.appraisal import BUILTIN_INTENTS, AppraisalOutcome, DefaultAppraisalPolicy
+from kernel.bounds import PositiveInt
+from kernel.errors import (
+    InvalidInputError,
+    LimitExceededError,
+    MalformedOutputError,
+    UnknownIntentError,
+)
+from kernel.models import AffectState, CognitionState, EmotionMap, FrozenModel, MemoryCandidate
+from kernel.prompt import (
+    DEFAULT_EVIDENCE_LIMITS,
+    DEFAULT_PROMPT_WORDING,
+    EvidenceLimits,
+    PromptWording,
+    build_system_prompt,
+    build_untrusted_context,
+)
+from kernel.protocols import (
+    AppraisalPolicy,
+    GateInput,
+    GateResult,
+    GenerateInput,
+    MemoryRetriever,
+    Message,
+    ModelAdapter,
+    OutboxItem,
+    RetrievalInput,
+    StateStore,
+    TurnEffects,
+    TurnRecord,
+    TurnResult,
+)
+from kernel.retrieval import ScoredCandidate, rank_candidates
+from kernel.surfacing import DEFAULT_PRESENCE_LABELS, PresenceLabels, build_presence_vector
+
+__all__ = [
+    "DEFAULT_APPRAISAL_POLICY",
+    "DEFAULT_ENGINE_LIMITS",
+    "STAGES",
+    "AffectEngine",
+    "EngineLimits",
+    "GateErrorMode",
+    "StageObserver",
+    "normalize_intent",
+]
+
+logger = logging.getLogger(__name__)
+
+GateErrorMode = Literal["raise", "respond", "silent"]
+"""What a gate failure does: propagate (default), answer as CASUAL, or stay silent."""
+
+StageObserver = Callable[[str, float], None]
+"""Called with a stage name and its duration in seconds; see ``STAGES``."""
+
+STAGES = (
+    "lock",
+    "load",
+    "gate",
+    "retrieve",
+    "rank",
+    "appraise",
+    "prompt",
+    "generate",
+    "commit",
+    "effects",
+)
+"""Stage names an observer can see, in turn order; stages a turn skips are not reported."""
+
+_CUSTOM_INTENT = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+_MAX_CONVERSATION_ID = 256
+_FALLBACK_INTENT = "CASUAL"
+
+
+class EngineLimits(FrozenModel):
+    """Size and count limits a turn enforces, in characters unless named otherwise."""
+
+    max_message_chars: PositiveInt = 16_000
+    max_history_messages: PositiveInt = 200
+    """History sent to adapters is the newest messages within both history limits."""
+    max_history_chars: PositiveInt = 128_000
+    max_system_prompt_chars: PositiveInt = 128_000
+    max_output_chars: PositiveInt = 32_000
+    max_retrieval_candidates: PositiveInt = 64
+    """More candidates than this from a retriever fail the turn."""
+    retrieval_limit: int = Field(default=6, ge=0, strict=True)
+    """Ranked memories kept for a turn."""
+
+
+DEFAULT_ENGINE_LIMITS = EngineLimits()
+
+DEFAULT_APPRAISAL_POLICY = DefaultAppraisalPolicy()
+"""The reference appraisal policy with its default parameters."""
+
+
+def normalize_intent(raw: object, custom_intents: Iterable[str] = ()) -> str:
+    """Trim and upper-case an intent; accept the seven built-ins and registered custom labels.
+
+    Anything else raises ``UnknownIntentError`` naming the value.
+    """
+    if not isinstance(raw, str):
+        raise UnknownIntentError(f"intent must be a string, got {raw!r}")
+    intent = raw.strip().upper()
+    if intent in BUILTIN_INTENTS or intent in custom_intents:
+        return intent
+    known = [*BUILTIN_INTENTS, *sorted(custom_intents)]
+    raise UnknownIntentError(f"intent {raw!r} is not one of {known}")
+
+
+def _check_custom_intents(labels: Iterable[str]) -> frozenset[str]:
+    if isinstance(labels, str):
+        raise InvalidInputError(f"custom_intents must be a collection of labels, got {labels!r}")
+    checked: set[str] = set()
+    for label in labels:
+        if not isinstance(label, str) or _CUSTOM_INTENT.fullmatch(label) is None:
+            raise InvalidInputError(f"custom intent {label!r} must match [A-Z][A-Z0-9_]{{0,63}}")
+        if label in BUILTIN_INTENTS:
+            raise InvalidInputError(f"custom intent {label!r} is already a built-in intent")
+        checked.add(label)
+    return frozenset(checked)
+
+
+def _require(value: object, name: str, methods: Sequence[str]) -> None:
+    missing = [method for method in methods if not callable(getattr(value, method, None))]
+    if missing:
+        raise InvalidInputError(
+            f"{name} must provide {', '.join(methods)}; {value!r} lacks {', '.join(missing)}"
+        )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _window(messages: tuple[Message, ...], limits: EngineLimits) -> tuple[Message, ...]:
+    """The newest messages that fit both history limits, in order."""
+    kept = messages[-limits.max_history_messages :]
+    total = sum(len(message.content) for message in kept)
+    start = 0
+    while total > limits.max_history_chars and start < len(kept):
+        total -= len(kept[start].content)
+        start += 1
+    return kept[start:]
+
+
+class _Stopwatch:
+    """Reports stage durations to an observer; does nothing when there is none."""
+
+    __slots__ = ("_mark", "_observer")
+
+    def __init__(self, observer: StageObserver | None) -> None:
+        self._observer = observer
+        self._mark = perf_counter() if observer is not None else 0.0
+
+    def lap(self, stage: str) -> None:
+        if self._observer is None:
+            return
+        now = perf_counter()
+        self._observer(stage, now - self._mark)
+        self._mark = perf_counter()
+
+
+class AffectEngine:
+    """Runs turns of one conversation against a model, a store and optional retrieval."""
+
+    def __init__(
+        self,
+        *,
+        model: ModelAdapter,
+        store: StateStore,
+        conversation_id: str,
+        retriever: MemoryRetriever | None = None,
+        appraisal_policy: AppraisalPolicy = DEFAULT_APPRAISAL_POLICY,
+        state_factory: Callable[[], AffectState] = AffectState,
+        retrieval_limit: int | None = None,
+        max_retrieval_candidates: int | None = None,
+        gate_error_mode: GateErrorMode = "raise",
+        custom_intents: Iterable[str] = (),
+        limits: EngineLimits = DEFAULT_ENGINE_LIMITS,
+        effects: Sequence[TurnEffects] = (),
+        user_id: str | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+        prompt_wording: PromptWording = DEFAULT_PROMPT_WORDING,
+        evidence_limits: EvidenceLimits = DEFAULT_EVIDENCE_LIMITS,
+        affect_controls: AffectControls = DEFAULT_AFFECT_CONTROLS,
+        presence_labels: PresenceLabels = DEFAULT_PRESENCE_LABELS,
+        base_tokens: int = 1024,
+        observer: StageObserver | None = None,
+    ) -> None:
+        """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
+        override the matching fields of ``limits`` when given."""
+        _require(model, "model", ("gate", "generate"))
+        _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
+        if retriever is not None:
+            _require(retriever, "retriever", ("retrieve",))
+        policy = appraisal_policy
+        _require(policy, "appraisal_policy", ("appraise",))
+        if not callable(state_factory):
+            raise InvalidInputError(f"state_factory must be callable, got {state_factory!r}")
+        if not callable(clock):
+            raise InvalidInputError(f"clock must be callable, got {clock!r}")
+        if observer is not None and not callable(observer):
+            raise InvalidInputError(f"observer must be callable, got {observer!r}")
+        if (
+            not isinstance(conversation_id, str)
+            or not conversation_id.strip()
+            or len(conversation_id) > _MAX_CONVERSATION_ID
+        ):
+            raise InvalidInputError(
+                f"conversation_id must be a non-empty string of at most "
+                f"{_MAX_CONVERSATION_ID} characters, got {conversation_id!r}"
+            )
+        if user_id is not None and not isinstance(user_id, str):
+            raise InvalidInputError(f"user_id must be a string or None, got {user_id!r}")
+        if gate_error_mode not in ("raise", "respond", "silent"):
+            raise InvalidInputError(
+                f"gate_error_mode must be 'raise', 'respond' or 'silent', got {gate_error_mode!r}"
+            )
+        if not isinstance(limits, EngineLimits):
+            raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
+        overrides: dict[str, Any] = {}
+        if retrieval_limit is not None:
+            overrides["retrieval_limit"] = retrieval_limit
+        if max_retrieval_candidates is not None:
+            overrides["max_retrieval_candidates"] = max_retrieval_candidates
+        if overrides:
+            try:
+                limits = EngineLimits.model_validate({**limits.model_dump(), **overrides})
+            except ValueError as error:
+                raise InvalidInputError(f"engine limits: {error}") from None
+        for effect in effects:
+            _require(effect, "turn effect", ("plan", "apply"))
+            if not isinstance(getattr(effect, "topic", None), str):
+                raise InvalidInputError(f"turn effect {effect!r} needs a string topic")
+        try:
+            apply_length_factor(base_tokens, None, controls=affect_controls)
+        except InvalidInputError:
+            raise InvalidInputError(
+                f"base_tokens must be a positive integer, got {base_tokens!r}"
+            ) from None
+        self._model = model
+        self._store = store
+        self._conversation_id = conversation_id
+        self._retriever = retriever
+        self._policy = policy
+        self._state_factory = state_factory
+        self._gate_error_mode: GateErrorMode = gate_error_mode
+        self._custom_intents = _check_custom_intents(custom_intents)
+        self._limits = limits
+        self._effects = tuple(effects)
+        self._user_id = user_id
+        self._clock = clock
+        self._wording = prompt_wording
+        self._evidence_limits = evidence_limits
+        self._controls = affect_controls
+        self._labels = presence_labels
+        self._base_tokens = base_tokens
+        self._observer = observer
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation this engine runs."""
+        return self._conversation_id
+
+    @property
+    def limits(self) -> EngineLimits:
+        """The limits every turn enforces."""
+        return self._limits
+
+    async def turn(self, text: str, on_token: Callable[[str], object] | None = None) -> TurnResult:
+        """Run and commit one turn for ``text``; ``on_token`` sees each reply chunk as it streams.
+
+        Chunks reach ``on_token`` before the commit: if the turn then fails, nothing of it
+        is stored even though the caller has seen part of the reply.
+        """
+        self._check_text(text)
+        if on_token is not None and not callable(on_token):
+            raise InvalidInputError(f"on_token must be callable, got {on_token!r}")
+        now = self._now()
+        watch = _Stopwatch(self._observer)
+        planned: list[tuple[TurnEffects, tuple[OutboxItem, ...]]] = []
+        async with self._store.transaction(self._conversation_id) as transaction:
+            watch.lap("lock")
+            state = await transaction.load_state()
+            if state is None:
+                state = self._fresh_state()
+            elif not isinstance(state, AffectState):
+                raise MalformedOutputError(
+                    f"store returned {type(state).__name__}, not AffectState"
+                )
+            transcript = await transaction.load_transcript(self._limits.max_history_messages)
+            first_turn = not transcript
+            history = _window(tuple(transcript), self._limits)
+            watch.lap("load")
+            exposed = state.model_copy(update={"carried_thought": None})
+            gate = await self._gate(text, history, exposed)
+            watch.lap("gate")
+            stamp = now.isoformat()
+            user_message = Message(role="user", content=text, timestamp=stamp)
+            if gate is None or not gate.should_respond:
+                intent = _FALLBACK_INTENT if gate is None else gate.intent
+                record = self._record(now, user_message, None, intent, state, EmotionMap(), ())
+                planned = self._plan(record)
+                await transaction.commit(
+                    state=None,
+                    messages=(user_message,),
+                    outbox=[item for _, items in planned for item in items],
+                )
+                watch.lap("commit")
+                result = TurnResult(
+                    text="", intent=intent, silent=True, mood=state.mood, emotions=EmotionMap()
+                )
+            else:
+                candidates: Sequence[MemoryCandidate] = ()
+                if gate.should_retrieve and self._retriever is not None:
+                    candidates = await self._retrieve(text, history, exposed, now)
+                    watch.lap("retrieve")
+                memories: tuple[ScoredCandidate, ...] = ()
+                if candidates:
+                    memories = rank_candidates(
+                        candidates,
+                        now,
+                        mood_valence=state.mood.valence,
+                        limit=self._limits.retrieval_limit,
+                    )
+                    watch.lap("rank")
+                outcome = self._appraise(state, gate.intent, text)
+                watch.lap("appraise")
+                request = self._generate_input(
+                    text, history, state, outcome, memories, first_turn=first_turn
+                )
+                watch.lap("prompt")
+                reply = await self._generate(request, on_token)
+                watch.lap("generate")
+                assistant_message = Message(role="assistant", content=reply, timestamp=stamp)
+                record = self._record(
+                    now,
+                    user_message,
+                    assistant_message,
+                    gate.intent,
+                    outcome.state,
+                    outcome.active_emotions,
+                    memories,
+                )
+                planned = self._plan(record)
+                await transaction.commit(
+                    state=outcome.state,
+                    messages=(user_message, assistant_message),
+                    outbox=[item for _, items in planned for item in items],
+                )
+                watch.lap("commit")
+                result = TurnResult(
+                    text=reply,
+                    intent=gate.intent,
+                    silent=False,
+                    mood=outcome.state.mood,
+                    emotions=outcome.active_emotions,
+                    memories=memories,
+                )
+        if planned:
+            await self._apply_effects(planned)
+            watch.lap("effects")
+        return result
+
+    async def presence(self, cognition: CognitionState | None = None) -> dict[str, Any]:
+        """The presence payload of the committed state (waits for a running turn to finish)."""
+        if cognition is not None and not isinstance(cognition, CognitionState):
+            raise InvalidInputError(f"cognition must be CognitionState, got {cognition!r}")
+        async with self._store.transaction(self._conversation_id) as transaction:
+            state = await transaction.load_state()
+        if state is None:
+            state = self._fresh_state()
+        return build_presence_vector(state, cognition, labels=self._labels)
+
+    def _check_text(self, text: object) -> None:
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise InvalidInputError("text must not be empty or only whitespace")
+        if len(text) > self._limits.max_message_chars:
+            raise LimitExceededError(
+                f"message has {len(text):,} characters; the limit is "
+                f"{self._limits.max_message_chars:,} (EngineLimits.max_message_chars)"
+            )
+
+    def _now(self) -> datetime:
+        moment = self._clock()
+        if not isinstance(moment, datetime) or moment.utcoffset() is None:
+            raise InvalidInputError(f"clock must return a zoned datetime, got {moment!r}")
+        return moment.astimezone(UTC)
+
+    def _fresh_state(self) -> AffectState:
+        state = self._state_factory()
+        if not isinstance(state, AffectState):
+            raise InvalidInputError(
+                f"state_factory must return AffectState, got {type(state).__name__}"
+            )
+        return state
+
+    async def _gate(
+        self, text: str, history: tuple[Message, ...], state: AffectState
+    ) -> GateResult | None:
+        """The checked gate result with a normalized intent; None means stay silent."""
+        try:
+            result = await self._model.gate(GateInput(message=text, history=history, state=state))
+            if not isinstance(result, GateResult):
+                raise MalformedOutputError(f"gate returned {type(result).__name__}, not GateResult")
+            intent = normalize_intent(result.intent, self._custom_intents)
+        except Exception as error:
+            if self._gate_error_mode == "raise":
+                raise
+            logger.warning(
+                "gate failed (%s: %s); continuing as %s",
+                type(error).__name__,
+                error,
+                "CASUAL" if self._gate_error_mode == "respond" else "silent",
+            )
+            if self._gate_error_mode == "silent":
+                return None
+            return GateResult(intent=_FALLBACK_INTENT, should_respond=True, should_retrieve=False)
+        if intent != result.intent:
+            result = result.model_copy(update={"intent": intent})
+        return result
+
+    async def _retrieve(
+        self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
+    ) -> Sequence[MemoryCandidate]:
+        assert self._retriever is not None
+        cap = self._limits.max_retrieval_candidates
+        found = await self._retriever.retrieve(
+            RetrievalInput(query=text, history=history, state=state, limit=cap, now=now)
+        )
+        if not isinstance(found, list | tuple):
+            raise MalformedOutputError(
+                f"retriever returned {type(found).__name__}, not a list or tuple of MemoryCandidate"
+            )
+        if len(found) > cap:
+            raise LimitExceededError(
+                f"retriever returned {len(found)} candidates; the limit is {cap} "
+                "(EngineLimits.max_retrieval_candidates)"
+            )
+        for index, candidate in enumerate(found):
+            if not isinstance(candidate, MemoryCandidate):
+                raise MalformedOutputError(
+                    f"retriever candidate {index} is {type(candidate).__name__}, "
+                    "not MemoryCandidate"
+                )
+        return found
+
+    def _appraise(self, state: AffectState, intent: str, text: str) -> AppraisalOutcome:
+        outcome = self._policy.appraise(state, intent, text)
+        if not isinstance(outcome, AppraisalOutcome):
+            raise MalformedOutputError(
+                f"appraisal policy returned {type(outcome).__name__}, not AppraisalOutcome"
+            )
+        return outcome
+
+    def _generate_input(
+        self,
+        text: str,
+        history: tuple[Message, ...],
+        state: AffectState,
+        outcome: AppraisalOutcome,
+        memories: tuple[ScoredCandidate, ...],
+        *,
+        first_turn: bool,
+    ) -> GenerateInput:
+        mood = outcome.state.mood
+        system_prompt = build_system_prompt(
+            outcome.state, outcome.active_emotions, wording=self._wording
+        )
+        if len(system_prompt) > self._limits.max_system_prompt_chars:
+            raise LimitExceededError(
+                f"system prompt has {len(system_prompt):,} characters; the limit is "
+                f"{self._limits.max_system_prompt_chars:,} (EngineLimits.max_system_prompt_chars)"
+            )
+        evidence = build_untrusted_context(
+            [memory.candidate.text for memory in memories],
+            state.carried_thought,
+            first_turn=first_turn,
+            limits=self._evidence_limits,
+        )
+        return GenerateInput(
+            message=text,
+            system_prompt=system_prompt,
+            history=history,
+            state=outcome.state.model_copy(update={"carried_thought": None}),
+            intent=outcome.intent,
+            emotions=outcome.active_emotions,
+            decoding=_decoding_params(mood, controls=self._controls),
+            untrusted_context=evidence,
+            max_tokens=apply_length_factor(self._base_tokens, mood, controls=self._controls),
+        )
+
+    async def _generate(
+        self, request: GenerateInput, on_token: Callable[[str], object] | None
+    ) -> str:
+        stream = self._model.generate(request)
+        if not isinstance(stream, AsyncIterator):
+            raise MalformedOutputError(
+                f"generate returned {type(stream).__name__}, not an async iterator of str"
+            )
+        cap = self._limits.max_output_chars
+        chunks: list[str] = []
+        total = 0
+        try:
+            async for chunk in stream:
+                if not isinstance(chunk, str):
+                    raise MalformedOutputError(
+                        f"generate yielded {type(chunk).__name__} at chunk {len(chunks)}, not str"
+                    )
+                total += len(chunk)
+                if total > cap:
+                    raise LimitExceededError(
+                        f"model output passed {cap:,} characters (EngineLimits.max_output_chars)"
+                    )
+                chunks.append(chunk)
+                if on_token is not None:
+                    outcome = on_token(chunk)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+        return "".join(chunks)
+
+    def _record(
+        self,
+        now: datetime,
+        message: Message,
+        reply: Message | None,
+        intent: str,
+        state: AffectState,
+        emotions: EmotionMap,
+        memories: tuple[ScoredCandidate, ...],
+    ) -> TurnRecord:
+        return TurnRecord(
+            conversation_id=self._conversation_id,
+            turn_time=now,
+            user_id=self._user_id,
+            message=message,
+            reply=reply,
+            intent=intent,
+            state=state,
+            active_emotions=emotions,
+            memories=memories,
+        )
+
+    def _plan(self, record: TurnRecord) -> list[tuple[TurnEffects, tuple[OutboxItem, ...]]]:
+        planned: list[tuple[TurnEffects, tuple[OutboxItem, ...]]] = []
+        for effect in self._effects:
+            items = effect.plan(record)
+            if not isinstance(items, list | tuple):
+                raise MalformedOutputError(
+                    f"turn effect {effect.topic!r} planned {type(items).__name__}, "
+                    "not a list or tuple of OutboxItem"
+                )
+            for item in items:
+                if not isinstance(item, OutboxItem):
+                    raise MalformedOutputError(
+                        f"turn effect {effect.topic!r} planned {type(item).__name__}, "
+                        "not OutboxItem"
+                    )
+                if item.topic != effect.topic:
+                    raise MalformedOutputError(
+                        f"turn effect {effect.topic!r} planned an item for topic {item.topic!r}"
+                    )
+            if items:
+                planned.append((effect, tuple(items)))
+        return planned
+
+    async def _apply_effects(
+        self, planned: Sequence[tuple[TurnEffects, tuple[OutboxItem, ...]]]
+    ) -> None:
+        """Apply each effect's items after the commit; a failure leaves them pending."""
+        for effect, items in planned:
+            try:
+                await effect.apply(items)
+                await self._store.complete_outbox([item.id for item in items])
+            except Exception:
+                logger.exception(
+                    "turn effect %r failed for conversation %r; %d outbox item(s) stay pending",
+                    effect.topic,
+                    self._conversation_id,
+                    len(items),
+                )
