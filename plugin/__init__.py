@@ -1,1 +1,5 @@
 """affect-memory plugin."""
+
+from plugin.sqlite_store import SQLiteStateStore
+
+__all__ = ["SQLiteStateStore"]

@@ -1,0 +1,551 @@
+"""The embedded state store: one SQLite file shared safely by threads and OS processes.
+
+A conversation is held for the length of a turn by an OS file lock
+(``flock`` on ``<db>.locks/<sha256(conversation id)>.lock``), which the kernel releases when
+its owner dies, so no stale lock outlives a crashed process. SQLite itself is only ever
+held for short transactions: one read at load, one ``BEGIN IMMEDIATE`` write at commit
+holding the new state, every message of the turn and its outbox rows. Different
+conversations therefore never wait on each other for longer than a commit.
+
+Durability: WAL mode with ``synchronous=NORMAL``. A committed turn survives the process
+being killed at any point; after a power loss or OS crash the last few commits may be
+rolled back (never half-applied). Pass ``synchronous="FULL"`` to trade speed for that.
+Single host only: file locks and WAL need every process on one machine and a local disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import errno
+import hashlib
+import json
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from kernel.adapters.store_support import check_conversation_id, check_limit, prepare_commit
+from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError
+from kernel.models import AffectState
+from kernel.protocols import Message, OutboxItem
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["SCHEMA_VERSION", "STATE_FORMAT_VERSION", "SQLiteStateStore"]
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` of the tables this module writes."""
+
+STATE_FORMAT_VERSION = 1
+"""Version of the ``{"version": ..., "state": ...}`` JSON envelope a state row holds."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    content TEXT NOT NULL,
+    timestamp TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages (conversation_id, seq);
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    topic TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    applied INTEGER NOT NULL DEFAULT 0 CHECK (applied IN (0, 1))
+);
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (topic, applied, seq);
+"""
+
+_T = TypeVar("_T")
+_HINT = "check that the file is a local SQLite database and the disk is writable"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SQLiteStateStore:
+    """A ``StateStore`` in one SQLite file; safe across engines, threads and processes.
+
+    Use one instance per process (or per thread); instances on the same file cooperate.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        """Open (creating if needed) the database at ``path`` and its lock directory."""
+        if fcntl is None:  # pragma: no cover - Windows
+            raise StateStoreError("SQLiteStateStore needs POSIX file locks (fcntl)")
+        text = os.fspath(path)
+        if not isinstance(text, str) or not text or text == ":memory:" or text.startswith("file:"):
+            raise InvalidInputError(f"path must be a database file path, got {path!r}")
+        if synchronous not in ("NORMAL", "FULL"):
+            raise InvalidInputError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
+            raise InvalidInputError(f"busy_timeout must be seconds, got {busy_timeout!r}")
+        if not busy_timeout > 0:
+            raise InvalidInputError(f"busy_timeout must be positive, got {busy_timeout!r}")
+        self._path = Path(text)
+        self._lock_dir = self._path.with_name(self._path.name + ".locks")
+        self._busy_timeout = float(busy_timeout)
+        self._synchronous = synchronous
+        self._clock = clock
+        self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._all: list[sqlite3.Connection] = []
+        self._all_guard = threading.Lock()
+        self._closed = False
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(8, (os.cpu_count() or 1) + 4),
+            thread_name_prefix="affect-memory-sqlite",
+        )
+        try:
+            self._lock_dir.mkdir(parents=False, exist_ok=True)
+        except OSError as error:
+            raise StateStoreError(
+                f"cannot create the lock directory {self._lock_dir}: {error}; {_HINT}"
+            ) from error
+        with self._connection() as connection:
+            self._migrate(connection)
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    def close(self) -> None:
+        """Close every pooled connection; the store cannot be used afterwards."""
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        with self._all_guard:
+            connections, self._all = self._all, []
+        for connection in connections:
+            with suppress(sqlite3.Error):
+                connection.close()
+
+    async def __aenter__(self) -> SQLiteStateStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- StateStore ---------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def transaction(self, conversation_id: str) -> AsyncIterator[_SQLiteTransaction]:
+        """Hold ``conversation_id`` exclusively (across processes) until the block exits."""
+        check_conversation_id(conversation_id)
+        self._check_open()
+        fd = await self._acquire(conversation_id)
+        transaction = _SQLiteTransaction(self, conversation_id)
+        try:
+            yield transaction
+        finally:
+            transaction.closed = True
+            _release_when_done(fd, transaction.in_flight)
+
+    async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
+        """Outbox items of ``topic`` not yet applied, oldest first."""
+        if not isinstance(topic, str):
+            raise InvalidInputError(f"topic must be a string, got {topic!r}")
+        check_limit(limit)
+        rows = await self._run(
+            lambda c: c.execute(
+                "SELECT id, topic, payload FROM outbox WHERE topic = ? AND applied = 0 "
+                "ORDER BY seq LIMIT ?",
+                (topic, limit),
+            ).fetchall()
+        )
+        items: list[OutboxItem] = []
+        for item_id, item_topic, payload in rows:
+            try:
+                items.append(OutboxItem(id=item_id, topic=item_topic, payload=json.loads(payload)))
+            except (ValueError, ValidationError) as error:
+                raise CorruptStateError(
+                    f"outbox item {item_id!r} in {self._path} cannot be read: {error}"
+                ) from error
+        return tuple(items)
+
+    async def complete_outbox(self, ids: Sequence[str]) -> None:
+        """Mark items applied; unknown ids are ignored."""
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"ids must be a sequence of ids, got {ids!r}")
+        wanted = [(item_id,) for item_id in ids]
+        for item_id in ids:
+            if not isinstance(item_id, str):
+                raise InvalidInputError(f"outbox ids must be strings, got {item_id!r}")
+        if not wanted:
+            return
+
+        def mark(connection: sqlite3.Connection) -> None:
+            with _write(connection):
+                connection.executemany("UPDATE outbox SET applied = 1 WHERE id = ?", wanted)
+
+        await self._run(mark)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StateStoreError(f"the store on {self._path} is closed")
+
+    def _lock_path(self, conversation_id: str) -> str:
+        digest = hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()
+        return str(self._lock_dir / f"{digest}.lock")
+
+    async def _acquire(self, conversation_id: str) -> int:
+        """An fd holding the conversation's exclusive flock; waits in a thread, not the loop."""
+        path = self._lock_path(conversation_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise StateStoreError(f"cannot open the lock file {path}: {error}; {_HINT}") from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as error:
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise StateStoreError(f"cannot lock {path}: {error}") from error
+        # Held elsewhere: wait in a thread of our own. A shared pool could fill with waiters
+        # of one busy conversation and starve another conversation's turn.
+        done: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+        def wait() -> None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except BaseException as error:  # pragma: no cover - flock on a valid fd
+                os.close(fd)
+                if done.set_running_or_notify_cancel():
+                    done.set_exception(error)
+                return
+            if done.set_running_or_notify_cancel():
+                done.set_result(fd)
+            else:  # the waiter gave up while we blocked
+                _release(fd)
+
+        threading.Thread(target=wait, name="affect-memory-lock", daemon=True).start()
+        try:
+            return await asyncio.wrap_future(done)
+        except asyncio.CancelledError:
+            if not done.cancelled():
+                # The thread already holds (or is about to hand over) the lock: give it back.
+                done.add_done_callback(
+                    lambda future: _release(future.result()) if future.exception() is None else None
+                )
+            raise
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            connection = sqlite3.connect(
+                self._path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            connection.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except sqlite3.Error as error:
+            raise StateStoreError(f"cannot open {self._path}: {error}; {_HINT}") from error
+        with self._all_guard:
+            self._all.append(connection)
+        return connection
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """A pooled connection for one call, used by one thread at a time."""
+        try:
+            connection = self._pool.get_nowait()
+        except queue.Empty:
+            connection = self._connect()
+        try:
+            yield connection
+        finally:
+            if self._closed:
+                with suppress(sqlite3.Error):
+                    connection.close()
+            else:
+                self._pool.put(connection)
+
+    def _call(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        with self._connection() as connection:
+            try:
+                return work(connection)
+            except sqlite3.Error as error:
+                raise StateStoreError(f"SQLite error on {self._path}: {error}; {_HINT}") from error
+
+    def _submit(self, work: Callable[[sqlite3.Connection], _T]) -> concurrent.futures.Future[_T]:
+        """Run ``work`` on a pooled connection in the store's worker threads."""
+        self._check_open()
+        try:
+            return self._executor.submit(self._call, work)
+        except RuntimeError as error:  # shut down concurrently
+            raise StateStoreError(f"the store on {self._path} is closed") from error
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await asyncio.wrap_future(self._submit(work))
+
+    def _migrate(self, connection: sqlite3.Connection) -> None:
+        try:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            if version == SCHEMA_VERSION:
+                return
+            with _write(connection):
+                version = connection.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            connection.execute(statement)
+                    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    return
+        except sqlite3.DatabaseError as error:
+            raise StateStoreError(
+                f"{self._path} is not a usable SQLite database: {error}; {_HINT}"
+            ) from error
+        if version != SCHEMA_VERSION:
+            raise StateStoreError(
+                f"{self._path} has schema version {version}; this affect-memory reads version "
+                f"{SCHEMA_VERSION} (upgrade affect-memory, or point it at another file)"
+            )
+
+    def _read_state(
+        self, connection: sqlite3.Connection, conversation_id: str
+    ) -> AffectState | None:
+        row = connection.execute(
+            "SELECT state FROM conversations WHERE conversation_id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return _decode_state(conversation_id, row[0])
+
+    def _read_transcript(
+        self, connection: sqlite3.Connection, conversation_id: str, limit: int | None
+    ) -> tuple[Message, ...]:
+        if limit is None:
+            rows = connection.execute(
+                "SELECT seq, role, content, timestamp FROM messages "
+                "WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            ).fetchall()
+        else:
+            rows = connection.execute(
+                "SELECT seq, role, content, timestamp FROM messages "
+                "WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
+                (conversation_id, limit),
+            ).fetchall()
+            rows.reverse()
+        messages: list[Message] = []
+        for seq, role, content, timestamp in rows:
+            try:
+                messages.append(Message(role=role, content=content, timestamp=timestamp))
+            except ValidationError as error:
+                raise CorruptStateError(
+                    f"message {seq} of conversation {conversation_id!r} cannot be read: {error}"
+                ) from error
+        return tuple(messages)
+
+    def _commit_work(
+        self, conversation_id: str, state: object, messages: object, outbox: object
+    ) -> Callable[[sqlite3.Connection], None]:
+        """Check and serialize a commit here; the returned work only writes."""
+        now = self._clock()
+        prepared = prepare_commit(state, messages, outbox, now)
+        state_json = (
+            None
+            if prepared.state is None
+            else f'{{"version":{STATE_FORMAT_VERSION},"state":{prepared.state.model_dump_json()}}}'
+        )
+        message_rows = [
+            (conversation_id, message.role, message.content, message.timestamp)
+            for message in prepared.messages
+        ]
+        try:
+            outbox_rows = [
+                (
+                    item.id,
+                    item.topic,
+                    json.dumps(item.payload, ensure_ascii=False, allow_nan=False),
+                    conversation_id,
+                )
+                for item in prepared.outbox
+            ]
+        except (TypeError, ValueError) as error:
+            raise InvalidInputError(f"outbox payload is not JSON-serializable: {error}") from None
+        stamp = now.astimezone(UTC).isoformat()
+
+        def write(connection: sqlite3.Connection) -> None:
+            with _write(connection):
+                if state_json is not None:
+                    connection.execute(
+                        "INSERT INTO conversations (conversation_id, state, updated_at) "
+                        "VALUES (?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET "
+                        "state = excluded.state, updated_at = excluded.updated_at",
+                        (conversation_id, state_json, stamp),
+                    )
+                if message_rows:
+                    connection.executemany(
+                        "INSERT INTO messages (conversation_id, role, content, timestamp) "
+                        "VALUES (?, ?, ?, ?)",
+                        message_rows,
+                    )
+                if outbox_rows:
+                    connection.executemany(
+                        "INSERT OR IGNORE INTO outbox (id, topic, payload, conversation_id) "
+                        "VALUES (?, ?, ?, ?)",
+                        outbox_rows,
+                    )
+
+        return write
+
+
+@contextmanager
+def _write(connection: sqlite3.Connection) -> Iterator[None]:
+    """A short ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _release_when_done(fd: int, work: Sequence[concurrent.futures.Future[Any]]) -> None:
+    """Release the lock now, or once the last unfinished worker call of the holder ends."""
+    pending = [future for future in work if not future.done()]
+    if not pending:
+        _release(fd)
+        return
+    remaining = [len(pending)]
+    guard = threading.Lock()
+
+    def finished(_: concurrent.futures.Future[Any]) -> None:
+        with guard:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        if last:
+            _release(fd)
+
+    for future in pending:
+        future.add_done_callback(finished)
+
+
+def _release(fd: int) -> None:
+    with suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    with suppress(OSError):
+        os.close(fd)
+
+
+def _decode_state(conversation_id: str, text: str) -> AffectState:
+    """Validate a stored state envelope; any problem names the conversation."""
+    try:
+        envelope: Any = json.loads(text)
+    except ValueError as error:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} is not valid JSON: {error}"
+        ) from error
+    if not isinstance(envelope, dict) or set(envelope) != {"version", "state"}:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} is not a "
+            '{"version": ..., "state": ...} envelope'
+        )
+    if envelope["version"] != STATE_FORMAT_VERSION:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} has format version "
+            f"{envelope['version']!r}; this affect-memory reads version {STATE_FORMAT_VERSION}"
+        )
+    try:
+        return AffectState.model_validate(envelope["state"])
+    except ValidationError as error:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} failed validation: {error}"
+        ) from error
+
+
+class _SQLiteTransaction:
+    """One held conversation of a ``SQLiteStateStore``."""
+
+    def __init__(self, store: SQLiteStateStore, conversation_id: str) -> None:
+        self._store = store
+        self._conversation_id = conversation_id
+        self.committed = False
+        self.closed = False
+        self.in_flight: list[concurrent.futures.Future[Any]] = []
+        """Worker-thread calls of this transaction; the lock is kept until they finish."""
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StateStoreError(
+                f"transaction on conversation {self._conversation_id!r} is already closed"
+            )
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        future = self._store._submit(work)
+        self.in_flight.append(future)
+        return await asyncio.wrap_future(future)
+
+    async def load_state(self) -> AffectState | None:
+        """The committed state, or None for a new conversation."""
+        self._check_open()
+        return await self._run(lambda c: self._store._read_state(c, self._conversation_id))
+
+    async def load_transcript(self, limit: int | None = None) -> tuple[Message, ...]:
+        """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
+        self._check_open()
+        if limit is not None:
+            check_limit(limit)
+        return await self._run(
+            lambda c: self._store._read_transcript(c, self._conversation_id, limit)
+        )
+
+    async def commit(
+        self,
+        *,
+        state: AffectState | None,
+        messages: Sequence[Message],
+        outbox: Sequence[OutboxItem] = (),
+    ) -> None:
+        """Write state (None keeps the old), messages and outbox in one SQLite transaction.
+
+        If the caller is cancelled mid-commit, the write still finishes (or rolls back)
+        before the conversation's lock is released.
+        """
+        self._check_open()
+        if self.committed:
+            raise StateStoreError(
+                f"transaction on conversation {self._conversation_id!r} was already committed"
+            )
+        work = self._store._commit_work(self._conversation_id, state, messages, outbox)
+        self.committed = True
+        try:
+            await self._run(work)
+        except BaseException:
+            future = self.in_flight[-1]
+            if future.done() and not future.cancelled() and future.exception() is not None:
+                self.committed = False  # nothing was written; a retry is allowed
+            raise
