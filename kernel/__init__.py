@@ -38,11 +38,13 @@ from kernel.appraisal import (
 from kernel.batch import BatchScores, rank_batch, score_batch
 from kernel.errors import (
     AffectMemoryError,
+    CorruptStateError,
     EngineError,
     FixtureError,
     InvalidInputError,
     LimitExceededError,
     MalformedOutputError,
+    StateStoreError,
     UnknownIntentError,
     UnknownStageError,
 )
@@ -103,6 +105,7 @@ __all__ = [
     "AttachmentState",
     "BatchScores",
     "CognitionState",
+    "CorruptStateError",
     "DecodingParams",
     "DefaultAppraisalPolicy",
     "EmotionMap",
@@ -126,6 +129,7 @@ __all__ = [
     "RetrievalWeights",
     "ScoredCandidate",
     "StageLadder",
+    "StateStoreError",
     "UnknownIntentError",
     "UnknownStageError",
     "UntrustedContext",

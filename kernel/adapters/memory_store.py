@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kernel.adapters.store_support import check_conversation_id, check_limit, prepare_commit
-from kernel.errors import StateStoreError
+from kernel.errors import InvalidInputError, StateStoreError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
@@ -64,6 +64,8 @@ class InMemoryStateStore:
 
     async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
         """Outbox items of ``topic`` not yet applied, oldest first."""
+        if not isinstance(topic, str):
+            raise InvalidInputError(f"topic must be a string, got {topic!r}")
         check_limit(limit)
         rows = sorted(
             (
@@ -77,8 +79,11 @@ class InMemoryStateStore:
 
     async def complete_outbox(self, ids: Sequence[str]) -> None:
         """Mark items applied; unknown ids are ignored."""
-        if isinstance(ids, str):
-            raise StateStoreError(f"ids must be a sequence of ids, not the string {ids!r}")
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"ids must be a sequence of ids, got {ids!r}")
+        for item_id in ids:
+            if not isinstance(item_id, str):
+                raise InvalidInputError(f"outbox ids must be strings, got {item_id!r}")
         for item_id in ids:
             row = self._outbox.get(item_id)
             if row is not None:
