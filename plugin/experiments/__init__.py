@@ -1,0 +1,62 @@
+"""Offline ranking experiments: synthetic benchmarks, scorers, metrics and weight fitting.
+
+The notebooks in ``notebooks/`` call these; nothing here is needed at serving time. The
+plotting helpers live in ``plugin.experiments.plots`` and are not imported here, so using
+the rest does not import matplotlib.
+"""
+
+from plugin.experiments.data import LabelledQuery, QueryBatch
+from plugin.experiments.fitting import DEFAULT_SEARCH, FitResult, FitStep, fit_weights
+from plugin.experiments.metrics import (
+    RankingMetrics,
+    evaluate,
+    evaluate_scorers,
+    mean_reciprocal_rank,
+    ranks,
+    recall_at_k,
+)
+from plugin.experiments.report import metrics_table
+from plugin.experiments.scorers import (
+    additive_scores,
+    kernel_breakdown,
+    kernel_scorer,
+    kernel_scores,
+    significance_sweep,
+    similarity_scores,
+    standard_scorers,
+)
+from plugin.experiments.synthetic import (
+    REGIME_NAMES,
+    REGIMES,
+    SyntheticConfig,
+    generate_from_weights,
+    generate_regime,
+)
+
+__all__ = [
+    "DEFAULT_SEARCH",
+    "REGIMES",
+    "REGIME_NAMES",
+    "FitResult",
+    "FitStep",
+    "LabelledQuery",
+    "QueryBatch",
+    "RankingMetrics",
+    "SyntheticConfig",
+    "additive_scores",
+    "evaluate",
+    "evaluate_scorers",
+    "fit_weights",
+    "generate_from_weights",
+    "generate_regime",
+    "kernel_breakdown",
+    "kernel_scorer",
+    "kernel_scores",
+    "mean_reciprocal_rank",
+    "metrics_table",
+    "ranks",
+    "recall_at_k",
+    "significance_sweep",
+    "similarity_scores",
+    "standard_scorers",
+]
