@@ -1,24 +1,72 @@
-"""The plugin's exceptions: backend failures translated at the boundary into the kernel's tree.
+"""The plugin's errors: bad records and timestamps, unusable stores, extras, model endpoints.
 
-Every class descends from ``kernel.errors.EngineError``, so the engine treats any of them,
-raised before commit, as a failed turn that leaves state and transcript unchanged.
+Every class descends from ``kernel.errors.AffectMemoryError`` (a ``ValueError``), so the CLI
+turns any of them into exit status 2 with one line on stderr.
 """
 
 from __future__ import annotations
 
-from kernel.errors import EngineError, MalformedOutputError
+from kernel.errors import AffectMemoryError, EngineError, InvalidInputError, MalformedOutputError
 
 __all__ = [
+    "EmbeddingError",
     "GateUnavailableError",
+    "IsolationError",
     "MalformedGateReplyError",
     "MalformedResponseError",
     "MalformedStreamError",
+    "MissingExtraError",
     "ModelAdapterError",
     "ModelConnectionError",
     "ModelHTTPError",
     "ModelStreamError",
     "ModelTimeoutError",
+    "RecordError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreUnavailableError",
+    "TimestampError",
+    "WrongSpaceError",
 ]
+
+
+class TimestampError(InvalidInputError):
+    """A timestamp is naive, unparsable, not finite or outside the years 1970-9999."""
+
+
+class RecordError(InvalidInputError):
+    """A memory record (or a line of a records file) failed validation; nothing was written."""
+
+
+class StoreError(AffectMemoryError):
+    """The Chroma store cannot be used as asked; the message says how to fix it."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the embedded store; use a Chroma server for several processes."""
+
+
+class StoreUnavailableError(StoreError):
+    """The Chroma server or data directory could not be reached or opened."""
+
+
+class WrongSpaceError(StoreError):
+    """An existing collection does not use cosine distance and cannot be converted."""
+
+
+class IsolationError(StoreError):
+    """Chroma returned a memory outside the requested user's scope; nothing was returned."""
+
+
+class EmbeddingError(AffectMemoryError):
+    """The embedder produced output of the wrong shape, type or values."""
+
+
+class MissingExtraError(AffectMemoryError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+# -- model adapters: EngineError subclasses, so a failing endpoint leaves the turn uncommitted --
 
 
 class ModelAdapterError(EngineError):

