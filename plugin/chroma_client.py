@@ -1,0 +1,193 @@
+"""Where a memory lives: one setting picks an embedded path, an in-process store or a server.
+
+An embedded path (``PersistentClient``) serves one process at a time: chromadb 1.5.9 silently
+loses vectors when two processes write one path, so opening takes an exclusive OS lock and a
+second process is refused with a pointer to server mode. Several ``ChromaMemory`` objects in
+one process may share a path (Chroma shares one system per path inside a process).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
+
+from plugin.errors import StoreError, StoreLockedError, StoreUnavailableError
+
+__all__ = [
+    "IN_MEMORY",
+    "LOCK_FILE",
+    "PathLock",
+    "StoreLocation",
+    "open_client",
+    "parse_location",
+]
+
+IN_MEMORY = ":memory:"
+"""The location of an in-process store (lost when the last client closes; for tests)."""
+
+LOCK_FILE = ".affect-memory.lock"
+"""The lock file inside an embedded store's directory."""
+
+_HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocation:
+    """A parsed store setting: ``path`` (embedded), ``memory`` (in-process) or ``http``."""
+
+    kind: Literal["path", "memory", "http"]
+    path: Path | None = None
+    host: str | None = None
+    port: int | None = None
+    ssl: bool = False
+
+    def describe(self) -> str:
+        """The location as a user would type it."""
+        if self.kind == "memory":
+            return IN_MEMORY
+        if self.kind == "http":
+            return f"{'https' if self.ssl else 'http'}://{self.host}:{self.port}"
+        return str(self.path)
+
+
+def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
+    """Parse ``":memory:"``, ``http(s)://host:port`` or a directory path; refuse anything else."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise StoreError(f"store location must be a path, ':memory:' or a URL, got {value!r}")
+    if value == IN_MEMORY:
+        return StoreLocation("memory")
+    if "://" not in value:
+        return StoreLocation("path", path=Path(value).expanduser())
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https"):
+        raise StoreError(
+            f"Chroma server URL must start with http:// or https://, got {value!r} "
+            "(e.g. --chroma http://127.0.0.1:8000)"
+        )
+    try:
+        port = parts.port
+    except ValueError:
+        raise StoreError(f"Chroma server URL has an invalid port: {value!r}") from None
+    host = parts.hostname
+    if not host or not _HOST.match(host) or parts.path not in ("", "/") or parts.query:
+        raise StoreError(
+            f"Chroma server URL must be http(s)://HOST:PORT with no path, got {value!r} "
+            "(e.g. --chroma http://127.0.0.1:8000)"
+        )
+    ssl = parts.scheme == "https"
+    return StoreLocation("http", host=host, port=port or (443 if ssl else 8000), ssl=ssl)
+
+
+class PathLock:
+    """An exclusive, process-wide lock on an embedded store directory, shared within a process."""
+
+    _held: ClassVar[dict[str, tuple[int, int]]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, directory: Path) -> None:
+        self._key = os.path.realpath(directory)
+        self._released = False
+        with PathLock._guard:
+            held = PathLock._held.get(self._key)
+            if held is not None:
+                PathLock._held[self._key] = (held[0], held[1] + 1)
+                return
+            fd = self._acquire(directory)
+            PathLock._held[self._key] = (fd, 1)
+
+    @staticmethod
+    def _acquire(directory: Path) -> int:
+        lock_path = directory / LOCK_FILE
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise StoreUnavailableError(f"cannot open lock file {lock_path}: {error}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"the embedded store {directory} is in use by another process (pid {holder}); "
+                "an embedded path serves one process at a time - for several processes run "
+                f"`chroma run --path {directory} --port 8000` and pass "
+                "--chroma http://127.0.0.1:8000"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+        return fd
+
+    def release(self) -> None:
+        """Drop this holder; the OS lock goes when the last holder in the process releases."""
+        if self._released:
+            return
+        self._released = True
+        with PathLock._guard:
+            fd, count = PathLock._held[self._key]
+            if count > 1:
+                PathLock._held[self._key] = (fd, count - 1)
+                return
+            del PathLock._held[self._key]
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False)
+
+
+def open_client(location: StoreLocation, *, create: bool = True) -> tuple[Any, PathLock | None]:
+    """A Chroma client for ``location`` and, for an embedded path, the lock now held on it."""
+    import chromadb
+
+    if location.kind == "memory":
+        return chromadb.EphemeralClient(settings=_settings()), None
+    if location.kind == "http":
+        try:
+            client = chromadb.HttpClient(
+                host=location.host or "127.0.0.1",
+                port=location.port or 8000,
+                ssl=location.ssl,
+                settings=_settings(),
+            )
+        except Exception as error:
+            raise StoreUnavailableError(
+                f"cannot reach a Chroma server at {location.describe()}: {error} "
+                f"(start one with `chroma run --host {location.host} --port {location.port} "
+                "--path DIR`)"
+            ) from None
+        return client, None
+    directory = location.path
+    assert directory is not None
+    if not directory.exists():
+        if not create:
+            raise StoreUnavailableError(
+                f"no memory store at {directory} (ingest memories first, or pass --data-dir "
+                "or --chroma)"
+            )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreUnavailableError(f"cannot create {directory}: {error}") from None
+    elif not directory.is_dir():
+        raise StoreUnavailableError(f"store path {directory} exists and is not a directory")
+    lock = PathLock(directory)
+    try:
+        client = chromadb.PersistentClient(path=str(directory), settings=_settings())
+    except Exception as error:
+        lock.release()
+        raise StoreUnavailableError(
+            f"cannot open the embedded store {directory}: {error}"
+        ) from None
+    return client, lock
