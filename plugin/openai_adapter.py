@@ -215,6 +215,12 @@ class OpenAICompatibleModel:
             raise InvalidInputError(
                 f"gate must be None, 'model' or an object with async gate(GateInput), got {gate!r}"
             )
+        for name, text in (
+            ("evidence_preamble", evidence_preamble),
+            ("gate_instructions", gate_instructions),
+        ):
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidInputError(f"{name} must be a non-empty string, got {text!r}")
         body = dict(extra_body or {})
         clashes = sorted(_RESERVED_BODY_KEYS & body.keys())
         if clashes:

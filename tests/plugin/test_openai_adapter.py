@@ -886,6 +886,8 @@ async def test_the_model_gate_translates_http_errors_and_timeouts(
         ({"timeout": True}, "timeout"),
         ({"gate": "embedding"}, "gate"),
         ({"gate": object()}, "gate"),
+        ({"evidence_preamble": ""}, "evidence_preamble"),
+        ({"gate_instructions": None}, "gate_instructions"),
         ({"extra_body": {"stream": False}}, "stream"),
         ({"extra_body": {"seed": object()}}, "JSON-serializable"),
     ],
