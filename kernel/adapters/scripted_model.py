@@ -48,7 +48,7 @@ class ScriptedModel:
         gates: Iterable[GateScript] = (),
         replies: Iterable[ReplyScript] = (),
         classify: Callable[[GateInput], GateResult] | None = None,
-        respond: Callable[[GenerateInput], Sequence[str]] | None = None,
+        respond: Callable[[GenerateInput], ReplyScript] | None = None,
         default_gate: GateResult | None = GateResult(),  # noqa: B008 - frozen value
         default_reply: Sequence[str] | None = ("Okay.",),
     ) -> None:
@@ -93,7 +93,7 @@ class ScriptedModel:
         if self._replies:
             entry = self._replies.popleft()
         elif self._respond is not None:
-            entry = tuple(self._respond(request))
+            entry = self._respond(request)
         elif self._default_reply is not None:
             entry = tuple(self._default_reply)
         else:

@@ -1,0 +1,305 @@
+"""The SQLite store keeps the store contract, on a real file, and refuses rows it cannot read."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernel import AffectState, CorruptStateError, InvalidInputError, Mood, StateStoreError
+from kernel.adapters import ScriptedModel
+from kernel.engine import AffectEngine
+from kernel.protocols import GateResult, Message
+from plugin import SQLiteStateStore
+from plugin.sqlite_store import SCHEMA_VERSION
+from tests.contracts.snapshots import dump_sqlite
+from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
+
+
+class TestSQLiteStateStore(StateStoreContract):
+    @pytest.fixture
+    def make_store(self, tmp_path: Path) -> Iterator[StoreFactory]:
+        stores: list[SQLiteStateStore] = []
+
+        def make() -> SQLiteStateStore:
+            stores.append(SQLiteStateStore(tmp_path / "state.db"))
+            return stores[-1]
+
+        yield make
+        for store in stores:
+            store.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def store(db: Path) -> Iterator[SQLiteStateStore]:
+    opened = SQLiteStateStore(db)
+    yield opened
+    opened.close()
+
+
+async def _commit_one(store: SQLiteStateStore, conversation: str = "c1") -> AffectState:
+    state = AffectState(mood=Mood(valence=0.3))
+    async with store.transaction(conversation) as transaction:
+        await transaction.commit(state=state, messages=[Message(role="user", content="hello")])
+    return state
+
+
+def _sql(db: Path, statement: str, *parameters: object) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(db)
+    try:
+        with connection:
+            return connection.execute(statement, parameters).fetchall()
+    finally:
+        connection.close()
+
+
+async def test_the_database_uses_wal_and_a_versioned_schema(store: SQLiteStateStore, db: Path) -> None:
+    assert _sql(db, "PRAGMA journal_mode") == [("wal",)]
+    assert _sql(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    tables = {name for (name,) in _sql(db, "SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"conversations", "messages", "outbox"} <= tables
+
+
+async def test_state_is_stored_as_versioned_json(store: SQLiteStateStore, db: Path) -> None:
+    state = await _commit_one(store)
+    ((text,),) = _sql(db, "SELECT state FROM conversations WHERE conversation_id = 'c1'")
+    envelope = json.loads(str(text))
+    assert envelope["version"] == 1
+    assert AffectState.model_validate(envelope["state"]) == state
+
+
+async def test_messages_keep_role_content_and_a_zoned_utc_time(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_one(store)
+    ((role, content, stamp),) = _sql(db, "SELECT role, content, timestamp FROM messages")
+    assert (role, content) == ("user", "hello")
+    assert str(stamp).endswith("+00:00")
+
+
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"state": {}}', "envelope"),
+        ('{"version": 2, "state": {}}', "format version 2"),
+        ('{"version": 1, "state": {"mood": {"valence": 5}}}', "failed validation"),
+        ('{"version": 1, "state": {"surprise": 1}}', "failed validation"),
+    ],
+)
+async def test_an_unreadable_state_row_names_the_conversation(
+    store: SQLiteStateStore, db: Path, stored: str, problem: str
+) -> None:
+    await _commit_one(store, "broken one")
+    _sql(db, "UPDATE conversations SET state = ? WHERE conversation_id = 'broken one'", stored)
+    async with store.transaction("broken one") as transaction:
+        with pytest.raises(CorruptStateError, match=problem) as caught:
+            await transaction.load_state()
+    assert "'broken one'" in str(caught.value)
+
+
+async def test_a_turn_on_an_unreadable_state_fails_and_writes_nothing(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_one(store)
+    _sql(db, "UPDATE conversations SET state = '{\"version\": 1, \"state\": []}'")
+    before = dump_sqlite(db)
+    engine = AffectEngine(model=ScriptedModel(), store=store, conversation_id="c1")
+    with pytest.raises(CorruptStateError, match="'c1'"):
+        await engine.turn("hello again")
+    assert dump_sqlite(db) == before
+
+
+async def test_an_unreadable_message_row_names_the_conversation(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_one(store)
+    _sql(db, "UPDATE messages SET timestamp = '2026-01-01T10:00:00'")
+    async with store.transaction("c1") as transaction:
+        with pytest.raises(CorruptStateError, match=r"message 1 of conversation 'c1'"):
+            await transaction.load_transcript()
+
+
+def test_a_newer_schema_is_refused_with_a_hint(db: Path) -> None:
+    SQLiteStateStore(db).close()
+    _sql(db, "PRAGMA user_version = 7")
+    with pytest.raises(StateStoreError, match="schema version 7"):
+        SQLiteStateStore(db)
+
+
+def test_a_file_that_is_not_a_database_is_refused(db: Path) -> None:
+    db.write_bytes(b"this is not a database, just some bytes" * 100)
+    with pytest.raises(StateStoreError, match="not a usable SQLite database|cannot open"):
+        SQLiteStateStore(db)
+
+
+@pytest.mark.parametrize("path", [":memory:", "", "file:x?mode=memory"])
+def test_a_path_that_is_not_a_file_is_refused(path: str) -> None:
+    with pytest.raises(InvalidInputError, match="path"):
+        SQLiteStateStore(path)
+
+
+@pytest.mark.parametrize(("option", "value"), [("busy_timeout", 0), ("busy_timeout", True),
+                                               ("synchronous", "OFF")])
+def test_bad_options_are_refused(db: Path, option: str, value: object) -> None:
+    with pytest.raises(InvalidInputError, match=option):
+        SQLiteStateStore(db, **{option: value})  # type: ignore[arg-type]
+
+
+def test_reopening_keeps_the_data(db: Path) -> None:
+    first = SQLiteStateStore(db)
+    state = asyncio.run(_commit_one(first))
+    first.close()
+    second = SQLiteStateStore(db)
+
+    async def load() -> object:
+        async with second.transaction("c1") as transaction:
+            return await transaction.load_state()
+
+    assert asyncio.run(load()) == state
+    second.close()
+
+
+async def test_a_closed_store_refuses_work(db: Path) -> None:
+    closed = SQLiteStateStore(db)
+    closed.close()
+    with pytest.raises(StateStoreError, match="closed"):
+        async with closed.transaction("c1"):
+            pass
+
+
+def _lock_file(db: Path, conversation: str) -> Path:
+    digest = hashlib.sha256(conversation.encode()).hexdigest()
+    return db.with_name(db.name + ".locks") / f"{digest}.lock"
+
+
+def _can_lock(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+async def test_the_conversation_lock_is_an_os_lock_held_only_inside_the_transaction(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    lock = _lock_file(db, "c1")
+    async with store.transaction("c1"):
+        assert not _can_lock(lock)
+    assert _can_lock(lock)
+
+
+async def test_a_cancelled_waiter_does_not_keep_the_lock(store: SQLiteStateStore, db: Path) -> None:
+    release = asyncio.Event()
+    held = asyncio.Event()
+
+    async def holder() -> None:
+        async with store.transaction("c1"):
+            held.set()
+            await release.wait()
+
+    holding = asyncio.create_task(holder())
+    await held.wait()
+    waiter = asyncio.create_task(store.transaction("c1").__aenter__())
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    release.set()
+    await holding
+    async with asyncio.timeout(5):
+        async with store.transaction("c1") as transaction:
+            await transaction.commit(state=None, messages=[Message(role="user", content="ok")])
+    for _ in range(100):  # the abandoned waiter thread hands the lock straight back
+        if _can_lock(_lock_file(db, "c1")):
+            break
+        await asyncio.sleep(0.01)
+    assert _can_lock(_lock_file(db, "c1"))
+
+
+def test_threads_with_their_own_stores_never_lose_an_update(db: Path) -> None:
+    SQLiteStateStore(db).close()
+    errors: list[BaseException] = []
+
+    async def count_up(rounds: int) -> None:
+        store = SQLiteStateStore(db)
+        for _ in range(rounds):
+            async with store.transaction("counter") as transaction:
+                seen = len(await transaction.load_transcript())
+                await asyncio.sleep(0.001)
+                await transaction.commit(
+                    state=None, messages=[Message(role="user", content=str(seen))]
+                )
+        store.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(count_up(20))
+        except BaseException as error:  # noqa: BLE001 - re-raised below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors
+    contents = [content for (content,) in _sql(db, "SELECT content FROM messages ORDER BY seq")]
+    assert contents == [str(n) for n in range(60)]
+
+
+async def test_one_store_serializes_tasks_of_one_conversation(store: SQLiteStateStore) -> None:
+    async def count_up() -> None:
+        for _ in range(10):
+            async with store.transaction("counter") as transaction:
+                seen = len(await transaction.load_transcript())
+                await asyncio.sleep(0)
+                await transaction.commit(
+                    state=None, messages=[Message(role="user", content=str(seen))]
+                )
+
+    await asyncio.gather(*(count_up() for _ in range(4)))
+    async with store.transaction("counter") as transaction:
+        contents = [m.content for m in await transaction.load_transcript()]
+    assert contents == [str(n) for n in range(40)]
+
+
+async def test_an_outbox_payload_that_is_not_json_is_refused(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    from kernel.protocols import OutboxItem
+
+    await _commit_one(store)
+    before = dump_sqlite(db)
+    item = OutboxItem(id="x", topic="memory", payload={"bad": float("nan")})
+    async with store.transaction("c1") as transaction:
+        with pytest.raises(InvalidInputError, match="JSON"):
+            await transaction.commit(state=None, messages=(), outbox=[item])
+    assert dump_sqlite(db) == before
+
+
+async def test_the_engine_runs_on_the_store(store: SQLiteStateStore, db: Path) -> None:
+    model = ScriptedModel(gates=[GateResult(intent="curiosity")], replies=[["hi ", "there"]])
+    engine = AffectEngine(model=model, store=store, conversation_id="c1")
+    result = await engine.turn("hello")
+    assert result.text == "hi there"
+    rows = _sql(db, "SELECT role, content FROM messages ORDER BY seq")
+    assert rows == [("user", "hello"), ("assistant", "hi there")]
