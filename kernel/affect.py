@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import Field
-
-from kernel.bounds import check_int
+from kernel.bounds import FiniteFloat, NonNegativeFloat, PositiveInt, UnitInterval, check_int
 from kernel.errors import InvalidInputError
 from kernel.models import DecodingParams, FrozenModel, Mood
 
@@ -45,19 +43,19 @@ _OCTANTS = {
 class AffectControls(FrozenModel):
     """The constants of the response controls; see the provenance table in README."""
 
-    neutral_deadband: float = 0.15
-    temperature_base: float = 1.0
-    temperature_arousal_gain: float = 0.20
-    temperature_min: float = 0.72
-    temperature_max: float = 1.18
-    top_p: float = 0.97
-    low_arousal_threshold: float = -0.30
-    low_arousal_factor: float = 0.60
-    low_valence_threshold: float = -0.30
-    low_valence_factor: float = 0.72
-    token_floor: int = Field(default=180, ge=1)
-    ambivalence_floor: float = 0.15
-    ambivalence_ratio: float = 0.40
+    neutral_deadband: NonNegativeFloat = 0.15
+    temperature_base: NonNegativeFloat = 1.0
+    temperature_arousal_gain: FiniteFloat = 0.20
+    temperature_min: NonNegativeFloat = 0.72
+    temperature_max: NonNegativeFloat = 1.18
+    top_p: UnitInterval = 0.97
+    low_arousal_threshold: FiniteFloat = -0.30
+    low_arousal_factor: NonNegativeFloat = 0.60
+    low_valence_threshold: FiniteFloat = -0.30
+    low_valence_factor: NonNegativeFloat = 0.72
+    token_floor: PositiveInt = 180
+    ambivalence_floor: UnitInterval = 0.15
+    ambivalence_ratio: UnitInterval = 0.40
 
 
 DEFAULT_AFFECT_CONTROLS = AffectControls()

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from kernel.bounds import check_int
+from kernel.bounds import FiniteFloat, NonNegativeFloat, SignedUnit, UnitInterval, check_int
 from kernel.errors import InvalidInputError, UnknownStageError
 from kernel.models import AffectState, EmotionMap, FrozenModel, Goals, Mood, Personality
 
@@ -46,7 +46,7 @@ class EmotionSignal(FrozenModel):
     """One fresh emotion an intent raises: ``min(1, goal × coefficient)``, or the coefficient."""
 
     emotion: str
-    coefficient: float
+    coefficient: NonNegativeFloat
     goal: GoalName | None = None
 
 
@@ -54,9 +54,9 @@ class IntentImpulse(FrozenModel):
     """The PAD change and fresh emotions one intent causes."""
 
     intent: str
-    valence: float = 0.0
-    arousal: float = 0.0
-    dominance: float = 0.0
+    valence: FiniteFloat = 0.0
+    arousal: FiniteFloat = 0.0
+    dominance: FiniteFloat = 0.0
     signals: tuple[EmotionSignal, ...] = ()
     widens: bool = False
     """Ambiguous intents widen an already-polarized valence rather than carry a sign."""
@@ -125,26 +125,26 @@ DEFAULT_CARRY_DECAY = (
 class AffectDynamics(FrozenModel):
     """Caller-owned constants of mood inertia, impulses, widening, baseline drift and carry."""
 
-    inertia_base: float = 0.80
-    inertia_neuroticism_gain: float = 0.20
-    inertia_extraversion_gain: float = 0.10
-    inertia_min: float = 0.62
-    inertia_max: float = 0.92
-    rest_dominance: float = 0.10
+    inertia_base: FiniteFloat = 0.80
+    inertia_neuroticism_gain: FiniteFloat = 0.20
+    inertia_extraversion_gain: FiniteFloat = 0.10
+    inertia_min: FiniteFloat = 0.62
+    inertia_max: FiniteFloat = 0.92
+    rest_dominance: FiniteFloat = 0.10
     """Resting dominance per unit of stage weight."""
     impulses: tuple[IntentImpulse, ...] = DEFAULT_INTENT_IMPULSES
-    widen_threshold: float = 0.20
-    widen_negative: float = 1.10
-    widen_positive: float = 1.04
-    baseline_retention: float = 0.98
-    baseline_gain: float = 0.02
-    carry_decay: tuple[tuple[str, float], ...] = DEFAULT_CARRY_DECAY
-    carry_decay_default: float = 0.80
-    carry_floor: float = 0.05
+    widen_threshold: NonNegativeFloat = 0.20
+    widen_negative: NonNegativeFloat = 1.10
+    widen_positive: NonNegativeFloat = 1.04
+    baseline_retention: FiniteFloat = 0.98
+    baseline_gain: FiniteFloat = 0.02
+    carry_decay: tuple[tuple[str, NonNegativeFloat], ...] = DEFAULT_CARRY_DECAY
+    carry_decay_default: NonNegativeFloat = 0.80
+    carry_floor: NonNegativeFloat = 0.05
     """Carried values at or below this are dropped."""
-    longing_threshold: float = 0.3
-    unease_floor: float = -0.3
-    unease_cap: float = 0.3
+    longing_threshold: FiniteFloat = 0.3
+    unease_floor: FiniteFloat = -0.3
+    unease_cap: UnitInterval = 0.3
 
     def impulse(self, intent: str) -> IntentImpulse | None:
         """The impulse for an exact intent label, or None."""
@@ -167,7 +167,7 @@ class StageLadder(FrozenModel):
     """Relationship stages in order, with the resting-point weight of each."""
 
     stages: tuple[str, ...] = ("stranger", "acquaintance", "friend", "close", "intimate")
-    weights: tuple[float, ...] = (0.0, 0.20, 0.40, 0.60, 0.70)
+    weights: tuple[FiniteFloat, ...] = (0.0, 0.20, 0.40, 0.60, 0.70)
     strict: bool = False
     """When set, an unknown label raises instead of behaving like the first stage."""
 
@@ -212,10 +212,10 @@ class ExpectationCues(FrozenModel):
         "hurt",
     )
     expected_resolution: tuple[str, ...] = ("come back", "tell", "answer", "resolve", "apolog-")
-    relief: float = 0.45
-    surprise: float = 0.35
-    disappointment: float = 0.4
-    satisfaction: float = 0.4
+    relief: UnitInterval = 0.45
+    surprise: UnitInterval = 0.35
+    disappointment: UnitInterval = 0.4
+    satisfaction: UnitInterval = 0.4
 
 
 DEFAULT_EXPECTATION_CUES = ExpectationCues()
@@ -226,7 +226,7 @@ class ImpulseResult(FrozenModel):
 
     emotions: EmotionMap
     mood: Mood
-    baseline_valence: float
+    baseline_valence: SignedUnit
 
 
 class AppraisalOutcome(FrozenModel):

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BeforeValidator
 __all__ = [
     "CosineDistance",
     "FiniteFloat",
+    "NonNegativeFloat",
     "NonNegativeInt",
     "PositiveInt",
     "SignedUnit",
@@ -79,6 +80,9 @@ def _zoned_text(value: Any) -> Any:
 
 FiniteFloat = Annotated[float, _bounded(-math.inf, math.inf)]
 """Any finite float; bool, NaN and infinities are refused."""
+
+NonNegativeFloat = Annotated[float, _bounded(0.0, math.inf)]
+"""A finite float >= 0."""
 
 UnitInterval = Annotated[float, _bounded(0.0, 1.0)]
 """A float in [0, 1]."""

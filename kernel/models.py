@@ -10,6 +10,7 @@ from pydantic_core import core_schema
 
 from kernel.bounds import (
     CosineDistance,
+    NonNegativeFloat,
     NonNegativeInt,
     SignedUnit,
     UnitInterval,
@@ -189,8 +190,8 @@ class CognitionState(FrozenModel):
 class DecodingParams(FrozenModel):
     """Sampling controls for generation; ``top_p`` is None when no mood is known."""
 
-    temperature: float
-    top_p: float | None
+    temperature: NonNegativeFloat
+    top_p: UnitInterval | None
 
 
 class MemoryCandidate(FrozenModel):

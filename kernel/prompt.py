@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pydantic import Field
-
+from kernel.bounds import FiniteFloat, NonNegativeInt
 from kernel.models import AffectState, FrozenModel, UntrustedContext
 
 __all__ = [
@@ -40,13 +39,13 @@ class PromptWording(FrozenModel):
         ("longing", "It has been a while; it is good to talk again."),
     )
     """Instructions for strong emotions, by emotion name."""
-    emotion_threshold: float = 0.3
+    emotion_threshold: FiniteFloat = 0.3
     turn_shape: str = "Reply in a few sentences, then stop."
     section_separator: str = "\n\n"
-    high_arousal_above: float = 0.4
-    low_arousal_below: float = -0.3
-    low_valence_below: float = -0.3
-    high_dominance_above: float = 0.5
+    high_arousal_above: FiniteFloat = 0.4
+    low_arousal_below: FiniteFloat = -0.3
+    low_valence_below: FiniteFloat = -0.3
+    high_dominance_above: FiniteFloat = 0.5
 
 
 DEFAULT_PROMPT_WORDING = PromptWording()
@@ -55,8 +54,8 @@ DEFAULT_PROMPT_WORDING = PromptWording()
 class EvidenceLimits(FrozenModel):
     """Bounds of the untrusted-evidence channel, in characters."""
 
-    per_item: int = Field(default=2000, ge=0)
-    total: int = Field(default=8000, ge=0)
+    per_item: NonNegativeInt = 2000
+    total: NonNegativeInt = 8000
 
 
 DEFAULT_EVIDENCE_LIMITS = EvidenceLimits()

@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime
 
-from kernel.bounds import check_int, check_number, parse_zoned
+from kernel.bounds import FiniteFloat, NonNegativeFloat, check_int, check_number, parse_zoned
 from kernel.errors import InvalidInputError
 from kernel.models import FrozenModel, MemoryCandidate
 
@@ -30,17 +30,17 @@ SECONDS_PER_DAY = 86400.0
 class RetrievalWeights(FrozenModel):
     """The constants of the memory scorer; see the provenance table in README."""
 
-    recency_horizon_days: float = 60.0
-    recency_floor: float = 0.40
-    recency_fallback: float = 0.70
+    recency_horizon_days: FiniteFloat = 60.0
+    recency_floor: FiniteFloat = 0.40
+    recency_fallback: FiniteFloat = 0.70
     """Recency of a memory whose timestamp is missing or unusable."""
-    significance_weight: float = 0.03
-    recall_weight: float = 0.006
-    recall_cap: float = 0.025
-    episode_bonus: float = 0.05
-    congruence_threshold: float = 0.20
-    congruence_negative: float = 1.06
-    congruence_positive: float = 1.03
+    significance_weight: NonNegativeFloat = 0.03
+    recall_weight: NonNegativeFloat = 0.006
+    recall_cap: NonNegativeFloat = 0.025
+    episode_bonus: NonNegativeFloat = 0.05
+    congruence_threshold: NonNegativeFloat = 0.20
+    congruence_negative: NonNegativeFloat = 1.06
+    congruence_positive: NonNegativeFloat = 1.03
 
     def model_post_init(self, context: object) -> None:
         """Refuse weights that would make the formula meaningless."""
@@ -58,12 +58,12 @@ class ScoredCandidate(FrozenModel):
     """A candidate with its final score and every factor that went into it."""
 
     candidate: MemoryCandidate
-    score: float
-    similarity: float
-    recency: float
-    salience: float
-    congruence: float
-    episode_bonus: float
+    score: FiniteFloat
+    similarity: FiniteFloat
+    recency: FiniteFloat
+    salience: FiniteFloat
+    congruence: FiniteFloat
+    episode_bonus: FiniteFloat
 
 
 def _require_zoned_now(now: datetime) -> datetime:
