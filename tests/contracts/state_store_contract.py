@@ -64,7 +64,7 @@ class StateStoreContract:
         assert loaded_messages == messages
 
     async def test_the_state_round_trips_every_field(self, store: StateStore) -> None:
-        state = _state(valence=-0.3333333333333333, thought="ünïcödé ✓ \"quoted\"\nline")
+        state = _state(valence=-0.3333333333333333, thought='ünïcödé ✓ "quoted"\nline')
         await _commit(store, "c1", state=state, messages=())
         loaded, _ = await _snapshot(store, "c1")
         assert isinstance(loaded, AffectState)
@@ -95,7 +95,9 @@ class StateStoreContract:
         assert [m.content for m in everything] == list("abcdef")
 
     @pytest.mark.parametrize("limit", [0, -1, 1.5, True, "3"])
-    async def test_a_bad_transcript_limit_is_refused(self, store: StateStore, limit: object) -> None:
+    async def test_a_bad_transcript_limit_is_refused(
+        self, store: StateStore, limit: object
+    ) -> None:
         async with store.transaction("c1") as transaction:
             with pytest.raises(InvalidInputError, match="limit"):
                 await transaction.load_transcript(limit=limit)  # type: ignore[arg-type]
@@ -158,8 +160,14 @@ class StateStoreContract:
         [
             ({"state": {"mood": {}}, "messages": ()}, "state"),
             ({"state": None, "messages": "hello"}, "messages"),
-            ({"state": None, "messages": (Message(role="user", content="ok"), "bad")}, r"messages\[1\]"),
-            ({"state": None, "messages": (), "outbox": [{"id": "x", "topic": "t"}]}, r"outbox\[0\]"),
+            (
+                {"state": None, "messages": (Message(role="user", content="ok"), "bad")},
+                r"messages\[1\]",
+            ),
+            (
+                {"state": None, "messages": (), "outbox": [{"id": "x", "topic": "t"}]},
+                r"outbox\[0\]",
+            ),
         ],
     )
     async def test_bad_commit_arguments_are_refused_and_nothing_is_written(
