@@ -114,7 +114,7 @@ def _checked_moments(name: str, value: Any) -> tuple[FloatArray, bool]:
     infinite = np.isinf(moments)
     if infinite.any():
         raise InvalidInputError(_first_bad(name, moments, infinite, "finite (NaN marks missing)"))
-    return moments, bool(np.isnan(moments).any())
+    return moments, True  # (or a finite sum overflowed; the NaN mask is then just empty)
 
 
 def _checked_recall_counts(value: Any) -> npt.NDArray[np.integer[Any]]:
@@ -276,6 +276,7 @@ def _score_columns(
 
     # recency = min(1, max(floor, 1 - max(0, age) / horizon)). For age < 0 the inner value is
     # already >= 1 and the outer min gives 1 either way, so max(0, age) can be dropped exactly.
+    # (np.clip would be one pass instead of two, but costs more per call than it saves.)
     if ages is None:
         recency = np.full(n, weights.recency_fallback)
     else:
@@ -284,31 +285,33 @@ def _score_columns(
         recency = ages if owned else np.empty(n)
         np.divide(ages, weights.recency_horizon_days, out=recency)
         np.subtract(1.0, recency, out=recency)
-        np.clip(recency, weights.recency_floor, 1.0, out=recency)
+        np.maximum(recency, weights.recency_floor, out=recency)
+        np.minimum(recency, 1.0, out=recency)
         if unknown is not None:
-            np.copyto(recency, weights.recency_fallback, where=unknown)
+            np.putmask(recency, unknown, weights.recency_fallback)
 
     # salience = 1 + weight * clamp(significance, 0, 1) + min(cap, weight * log1p(count))
-    salience = np.clip(significance, 0.0, 1.0)
+    salience = np.maximum(significance, 0.0)
+    np.minimum(salience, 1.0, out=salience)
     np.multiply(weights.significance_weight, salience, out=salience)
     np.add(1.0, salience, out=salience)
     score = np.empty(n)
     np.add(salience, _recall_terms(recall_counts, weights, out=score), out=salience)
 
-    bonus = np.zeros(n)
-    np.copyto(bonus, weights.episode_bonus, where=episodes)
+    bonus = _select(episodes, weights.episode_bonus, 0.0)
 
     np.multiply(similarity, recency, out=score)
     np.multiply(score, salience, out=score)
     np.add(score, bonus, out=score)
 
-    congruence = np.ones(n)
     factor = _congruence_factor(mood_valence, congruence_on, weights)
-    if factor is not None:
+    if factor is None:
+        congruence = np.ones(n)
+    else:
         congruent = np.greater(valences, 0.0) if mood_valence > 0 else np.less(valences, 0.0)
-        np.copyto(congruence, factor, where=congruent)
-        # x * 1.0 == x exactly, so multiplying only the congruent scores matches the scalar path.
-        np.multiply(score, factor, out=score, where=congruent)
+        congruence = _select(congruent, factor, 1.0)
+        # x * 1.0 == x exactly, so multiplying every score matches the scalar path.
+        np.multiply(score, congruence, out=score)
 
     for array in (score, similarity, recency, salience, congruence, bonus):
         array.flags.writeable = False
@@ -320,6 +323,20 @@ def _score_columns(
         congruence=congruence,
         episode_bonus=bonus,
     )
+
+
+def _select(mask: npt.NDArray[np.bool_], chosen: float, other: float) -> FloatArray:
+    """``chosen`` where ``mask`` else ``other``, exactly, without a (slow) masked write."""
+    step = chosen - other
+    if other + step == chosen:
+        # mask * step is exactly step or a zero, and other + a zero is other (+0.0 for 0.0).
+        out = np.multiply(mask, step)
+        if other != 0.0 or step < 0.0:
+            np.add(out, other, out=out)
+        return out
+    out = np.full(mask.shape[0], other)
+    np.putmask(out, mask, chosen)
+    return out
 
 
 def _congruence_factor(
@@ -381,6 +398,12 @@ def _top_k(ids: npt.NDArray[Any], scores: FloatArray, limit: int) -> IndexArray:
     n = scores.shape[0]
     if limit == 0 or n == 0:
         return np.empty(0, dtype=np.intp)
+    if n < _FULL_SORT_BELOW or limit >= n:
+        # Small batches: sort everything at once, deduplicating only when needed.
+        if len(set(ids.tolist())) == n:
+            return np.lexsort((ids, np.negative(scores)))[:limit]
+        kept = _best_of_each_id(ids, scores, np.arange(n, dtype=np.intp))
+        return kept[np.lexsort((ids[kept], np.negative(scores[kept])))[:limit]]
     reach = limit
     while True:
         pool = _reaching(scores, reach)
@@ -390,14 +413,13 @@ def _top_k(ids: npt.NDArray[Any], scores: FloatArray, limit: int) -> IndexArray:
         if kept.shape[0] >= limit or pool.shape[0] == n:
             break
         reach = min(n, 4 * max(reach, limit + pool.shape[0] - kept.shape[0]))
-    order = np.lexsort((ids[kept], -scores[kept]))[:limit]
-    return kept[order]
+    return kept[np.lexsort((ids[kept], np.negative(scores[kept])))[:limit]]
 
 
 def _reaching(scores: FloatArray, reach: int) -> IndexArray:
     """Ascending indices of every score >= the ``reach``-th largest (all its ties included)."""
     n = scores.shape[0]
-    if reach >= n or n < _FULL_SORT_BELOW:
+    if reach >= n:
         return np.arange(n, dtype=np.intp)
     threshold = np.partition(scores, n - reach)[n - reach]
     return np.flatnonzero(scores >= threshold)
@@ -409,7 +431,7 @@ def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray
     if pool.shape[0] <= _FULL_SORT_BELOW and len(set(pooled.tolist())) == pool.shape[0]:
         return pool
     # Stable sort by id, then descending score; ties keep pool order, i.e. first seen first.
-    order = np.lexsort((-scores[pool], pooled))
+    order = np.lexsort((np.negative(scores[pool]), pooled))
     grouped = pooled[order]
     first = np.empty(grouped.shape[0], dtype=np.bool_)
     first[:1] = True
