@@ -64,6 +64,7 @@ __all__ = [
     "TurnWriteReport",
     "UserRetriever",
     "WriteReport",
+    "parse_recall_query",
 ]
 
 DEFAULT_COLLECTION = "memories"
@@ -646,7 +647,9 @@ class ChromaMemory:
         weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
     ) -> list[RecallResult]:
         """Recall for many queries: one embedding batch, one Chroma query per user. Read-only."""
-        checked = [_recall_query(query, index) for index, query in enumerate(queries)]
+        checked = [
+            parse_recall_query(query, where=f"query {index}") for index, query in enumerate(queries)
+        ]
         moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
         try:
             top_k = check_int(top_k, 1)
@@ -879,11 +882,12 @@ class ChromaMemory:
         return f"ChromaMemory({self.location!r}, collection={self._name!r})"
 
 
-def _recall_query(value: object, index: int) -> RecallQuery:
+def parse_recall_query(value: object, *, where: str = "query") -> RecallQuery:
+    """A ``RecallQuery`` from a query or a mapping; errors name ``where``, the field and value."""
     if isinstance(value, RecallQuery):
         return value
     if not isinstance(value, Mapping):
-        raise InvalidInputError(f"query {index} must be a mapping, got {value!r}")
+        raise InvalidInputError(f"{where} must be a mapping, got {value!r}")
     try:
         return RecallQuery.model_validate(value)
     except ValidationError as error:
@@ -891,6 +895,4 @@ def _recall_query(value: object, index: int) -> RecallQuery:
         loc = ".".join(str(part) for part in first["loc"]) or "query"
         cause = (first.get("ctx") or {}).get("error")
         detail = str(cause) if cause is not None else first["msg"].lower()
-        raise InvalidInputError(
-            f"query {index}: {loc} {detail}, got {first.get('input')!r}"
-        ) from None
+        raise InvalidInputError(f"{where}: {loc} {detail}, got {first.get('input')!r}") from None

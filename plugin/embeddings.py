@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -74,13 +75,32 @@ def _load(model: str, device: str) -> Any:
                     "pip install -c constraints.txt 'affect-memory[embeddings]'"
                 ) from error
             try:
-                _MODELS[key] = SentenceTransformer(model, device=device)
+                with _quiet_loading():
+                    _MODELS[key] = SentenceTransformer(model, device=device)
             except (OSError, ValueError) as error:
                 raise EmbeddingError(
                     f"cannot load sentence-transformers model {model!r} on {device!r}: {error} "
                     "(give a local path, or unset HF_HUB_OFFLINE to allow a download)"
                 ) from error
         return _MODELS[key]
+
+
+@contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Hide the weight-loading progress bar (noise on every CLI call), restoring it after."""
+    try:
+        from transformers.utils import logging as hf_module
+    except ImportError:
+        yield
+        return
+    hf_logging: Any = hf_module
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def check_embeddings(vectors: Any, count: int, dimension: int | None = None) -> np.ndarray:

@@ -1,0 +1,63 @@
+"""``affect-memory ingest FILE.jsonl``: validate every memory record, then store them all."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from plugin.commands._memory import add_store_arguments, open_memory, read_jsonl
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``ingest`` sub-command."""
+    parser = commands.add_parser(
+        "ingest",
+        help="store memories from a JSON-lines file (one MemoryRecord per line)",
+        description=(
+            "Validate every line as a MemoryRecord (id, text, user_id, zoned timestamp, "
+            "significance, episode, emotional_valence, recall_count, agent_id, "
+            "conversation_id, last_recalled_at, extra) and store them. A bad line exits 2 "
+            "naming the line and field, and nothing is written. Ids already stored are "
+            "skipped, so ingesting a file twice is harmless."
+        ),
+    )
+    parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="records, one per line")
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite memories whose ids are already stored (resets their recall counts)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    add_store_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate the whole file first, then write; print what was stored."""
+    from plugin.errors import RecordError
+    from plugin.records import parse_record
+
+    records = []
+    first_line: dict[str, int] = {}
+    for number, value in read_jsonl(args.file):
+        record = parse_record(value, where=f"{args.file} line {number}")
+        if record.id in first_line:
+            raise RecordError(
+                f"{args.file} line {number}: id {record.id!r} repeats line {first_line[record.id]}"
+            )
+        first_line[record.id] = number
+        records.append(record)
+    if not records:
+        raise RecordError(f"{args.file}: no records (expected one JSON object per line)")
+    progress = False if args.no_progress else None
+    with open_memory(args, create=True) as memory:
+        if args.replace:
+            report = memory.upsert(records, progress=progress)
+        else:
+            report = memory.add(records, progress=progress)
+        where = f"collection {memory.collection_name!r} at {memory.location}"
+    skipped = f", {len(report.skipped)} already stored and skipped" if report.skipped else ""
+    print(f"ingested {report.written} memories into {where}{skipped}")
+    return 0

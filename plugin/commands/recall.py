@@ -1,0 +1,124 @@
+"""``affect-memory recall``: the ranked memories for a query, with every score factor."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from plugin.commands._memory import add_store_arguments, open_memory, read_jsonl
+
+__all__ = ["register", "run"]
+
+_TEXT_WIDTH = 60
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``recall`` sub-command."""
+    parser = commands.add_parser(
+        "recall",
+        help="rank a user's memories for a query (read-only)",
+        description=(
+            "Fetch the nearest CANDIDATES of the user's memories from Chroma and rerank them "
+            "with the kernel (similarity x recency x salience + episode bonus, x mood "
+            "congruence). Read-only: recall counts are not changed. With --queries, read one "
+            '{"query", "user_id", "mood_valence"?} object per line and print one JSON result '
+            "per line, loading the model once. In --json output 'episode' is the episode "
+            "bonus added to the score."
+        ),
+    )
+    parser.add_argument("query", nargs="?", metavar="QUERY", help="the query text")
+    parser.add_argument("--queries", type=Path, metavar="FILE.jsonl", help="batch of queries")
+    parser.add_argument("--user-id", help="whose memories to search (required with QUERY)")
+    parser.add_argument(
+        "--mood-valence", type=float, default=0.0, metavar="V", help="mood valence in [-1, 1]"
+    )
+    parser.add_argument(
+        "--now", metavar="ISO", help="the instant to score recency at (zoned; default now)"
+    )
+    parser.add_argument("--top", type=int, default=6, metavar="K", help="results (default 6)")
+    parser.add_argument(
+        "--candidates",
+        type=int,
+        default=32,
+        metavar="N",
+        help="rows fetched from Chroma before reranking, at most 64 (default 32)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_store_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _batch(path: Path) -> list[Any]:
+    from kernel.errors import InvalidInputError
+    from plugin.chroma_memory import parse_recall_query
+
+    queries = [
+        parse_recall_query(value, where=f"{path} line {number}")
+        for number, value in read_jsonl(path)
+    ]
+    if not queries:
+        raise InvalidInputError(f"{path}: no queries (expected one JSON object per line)")
+    return queries
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _TEXT_WIDTH else flat[: _TEXT_WIDTH - 3] + "..."
+
+
+def _print_table(result: Any) -> None:
+    from plugin.tables import format_table
+
+    print(f"{result.query!r} for {result.user_id} at {result.now}")
+    if not result.results:
+        print("(no memories for this user)")
+        return
+    rows = [
+        [
+            rank,
+            hit.score,
+            hit.distance,
+            hit.similarity,
+            hit.recency,
+            hit.salience,
+            hit.congruence,
+            hit.episode,
+            (hit.timestamp or "")[:10],
+            hit.id,
+            _short(hit.text),
+        ]
+        for rank, hit in enumerate(result.results, start=1)
+    ]
+    headers = ["#", "score", "dist", "sim", "recency", "salience", "congr", "episode", "date"]
+    print(format_table([*headers, "id", "text"], rows))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Recall one query (table or JSON) or a batch (JSON lines)."""
+    from kernel.errors import InvalidInputError
+    from plugin.timestamps import normalize_timestamp
+
+    if (args.query is None) == (args.queries is None):
+        raise InvalidInputError("give either QUERY (with --user-id) or --queries FILE.jsonl")
+    if args.query is not None and not args.user_id:
+        raise InvalidInputError("--user-id is required with QUERY: every recall is per user")
+    if args.queries is not None and args.user_id:
+        raise InvalidInputError("--user-id goes inside each line of --queries, not beside it")
+    now = normalize_timestamp(args.now, field="--now").moment if args.now else None
+    if args.queries is not None:
+        queries = _batch(args.queries)
+    else:
+        queries = [
+            {"query": args.query, "user_id": args.user_id, "mood_valence": args.mood_valence}
+        ]
+    with open_memory(args, create=False) as memory:
+        results = memory.recall_many(queries, now=now, top_k=args.top, candidates=args.candidates)
+    if args.queries is not None or args.json:
+        for result in results:
+            sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+    else:
+        _print_table(results[0])
+    return 0
