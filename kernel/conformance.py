@@ -296,7 +296,12 @@ def _unit(value: Any, name: str, low: float = -1.0, high: float = 1.0) -> float:
 def _prepare_recency(data: Mapping[str, Any]) -> Thunk:
     now = _parse_now(data["now"]) if "now" in data else datetime.now(UTC)
     if "days_ago" in data:
-        timestamp: str = (now - timedelta(days=data["days_ago"])).isoformat()
+        try:
+            timestamp: str = (now - timedelta(days=data["days_ago"])).isoformat()
+        except OverflowError:
+            raise FixtureError(
+                f"days_ago {data['days_ago']!r} puts the timestamp outside the datetime range"
+            ) from None
     else:
         timestamp = data["timestamp"]
     return lambda: recency_weight(timestamp, now)
