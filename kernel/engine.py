@@ -8,6 +8,7 @@ before the commit leaves state and transcript exactly as they were.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import re
@@ -302,14 +303,16 @@ class AffectEngine:
         planned: list[tuple[TurnEffects, tuple[OutboxItem, ...]]] = []
         async with self._store.transaction(self._conversation_id) as transaction:
             watch.lap("lock")
-            state = await transaction.load_state()
+            state, transcript = await asyncio.gather(
+                transaction.load_state(),
+                transaction.load_transcript(self._limits.max_history_messages),
+            )
             if state is None:
                 state = self._fresh_state()
             elif not isinstance(state, AffectState):
                 raise MalformedOutputError(
                     f"store returned {type(state).__name__}, not AffectState"
                 )
-            transcript = await transaction.load_transcript(self._limits.max_history_messages)
             first_turn = not transcript
             history = _window(tuple(transcript), self._limits)
             watch.lap("load")

@@ -24,8 +24,10 @@ import os
 import queue
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -76,6 +78,25 @@ CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (topic, applied, seq);
 """
 
 _T = TypeVar("_T")
+_CACHED_CONVERSATIONS = 256
+"""Conversations whose last read state and transcript window a store keeps in memory."""
+_CACHED_MESSAGES = 1000
+"""Most messages kept per cached conversation."""
+
+
+@dataclass(frozen=True)
+class _Cached:
+    """What this store last read of a conversation: rows are append-only, so only newer
+    rows (``seq > last_seq``) need reading again."""
+
+    state_text: str | None = None
+    state: AffectState | None = None
+    messages: tuple[Message, ...] | None = None
+    last_seq: int = 0
+    complete: bool = False
+    """``messages`` holds every message of the conversation."""
+
+
 _HINT = "check that the file is a local SQLite database and the disk is writable"
 
 
@@ -111,6 +132,9 @@ class SQLiteStateStore:
             raise InvalidInputError(f"busy_timeout must be positive, got {busy_timeout!r}")
         self._path = Path(text)
         self._lock_dir = self._path.with_name(self._path.name + ".locks")
+        self._write_lock = str(self._lock_dir / "write.lock")
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._cache_guard = threading.Lock()
         self._busy_timeout = float(busy_timeout)
         self._synchronous = synchronous
         self._clock = clock
@@ -201,7 +225,7 @@ class SQLiteStateStore:
             return
 
         def mark(connection: sqlite3.Connection) -> None:
-            with _write(connection):
+            with self._write(connection):
                 connection.executemany("UPDATE outbox SET applied = 1 WHERE id = ?", wanted)
 
         await self._run(mark)
@@ -309,12 +333,32 @@ class SQLiteStateStore:
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         return await asyncio.wrap_future(self._submit(work))
 
+    @contextmanager
+    def _write(self, connection: sqlite3.Connection) -> Iterator[None]:
+        """A short ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise.
+
+        Writers of this store queue on an OS lock first: SQLite's own busy handler polls with
+        sleeps of a millisecond or more, a kernel lock wakes the next writer at once.
+        """
+        fd = os.open(self._write_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        finally:
+            os.close(fd)  # closing the only descriptor releases the lock
+
     def _migrate(self, connection: sqlite3.Connection) -> None:
         try:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
             if version == SCHEMA_VERSION:
                 return
-            with _write(connection):
+            with self._write(connection):
                 version = connection.execute("PRAGMA user_version").fetchone()[0]
                 if version == 0:
                     for statement in _SCHEMA.split(";"):
@@ -340,7 +384,13 @@ class SQLiteStateStore:
         ).fetchone()
         if row is None:
             return None
-        return _decode_state(conversation_id, row[0])
+        text: str = row[0]
+        cached = self._cached(conversation_id)
+        if cached.state_text == text and cached.state is not None:
+            return cached.state
+        state = _decode_state(conversation_id, text)
+        self._remember(conversation_id, state_text=text, state=state)
+        return state
 
     def _read_transcript(
         self, connection: sqlite3.Connection, conversation_id: str, limit: int | None
@@ -351,22 +401,40 @@ class SQLiteStateStore:
                 "WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             ).fetchall()
-        else:
-            rows = connection.execute(
-                "SELECT seq, role, content, timestamp FROM messages "
-                "WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
-                (conversation_id, limit),
-            ).fetchall()
-            rows.reverse()
-        messages: list[Message] = []
-        for seq, role, content, timestamp in rows:
-            try:
-                messages.append(Message(role=role, content=content, timestamp=timestamp))
-            except ValidationError as error:
-                raise CorruptStateError(
-                    f"message {seq} of conversation {conversation_id!r} cannot be read: {error}"
-                ) from error
-        return tuple(messages)
+            return _decode_messages(conversation_id, rows)
+        cached = self._cached(conversation_id)
+        usable = cached.messages is not None and (cached.complete or len(cached.messages) >= limit)
+        after = cached.last_seq if usable else 0
+        rows = connection.execute(
+            "SELECT seq, role, content, timestamp FROM messages "
+            "WHERE conversation_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?",
+            (conversation_id, after, limit),
+        ).fetchall()
+        rows.reverse()
+        fresh = _decode_messages(conversation_id, rows)
+        if usable and len(rows) < limit:
+            assert cached.messages is not None
+            window = cached.messages + fresh
+            complete = cached.complete
+        else:  # nothing usable cached, or the new rows alone fill the window
+            window = fresh
+            complete = not usable and len(rows) < limit
+        if len(window) > _CACHED_MESSAGES:
+            window, complete = window[-_CACHED_MESSAGES:], False
+        last_seq = rows[-1][0] if rows else after
+        self._remember(conversation_id, messages=window, last_seq=last_seq, complete=complete)
+        return window[-limit:]
+
+    def _cached(self, conversation_id: str) -> _Cached:
+        with self._cache_guard:
+            return self._cache.get(conversation_id) or _Cached()
+
+    def _remember(self, conversation_id: str, **changes: Any) -> None:
+        with self._cache_guard:
+            entry = self._cache.pop(conversation_id, None) or _Cached()
+            self._cache[conversation_id] = replace(entry, **changes)
+            while len(self._cache) > _CACHED_CONVERSATIONS:
+                self._cache.popitem(last=False)
 
     def _commit_work(
         self, conversation_id: str, state: object, messages: object, outbox: object
@@ -398,7 +466,7 @@ class SQLiteStateStore:
         stamp = now.astimezone(UTC).isoformat()
 
         def write(connection: sqlite3.Connection) -> None:
-            with _write(connection):
+            with self._write(connection):
                 if state_json is not None:
                     connection.execute(
                         "INSERT INTO conversations (conversation_id, state, updated_at) "
@@ -420,18 +488,6 @@ class SQLiteStateStore:
                     )
 
         return write
-
-
-@contextmanager
-def _write(connection: sqlite3.Connection) -> Iterator[None]:
-    """A short ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("COMMIT")
 
 
 def _release_when_done(fd: int, work: Sequence[concurrent.futures.Future[Any]]) -> None:
@@ -459,6 +515,23 @@ def _release(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
     with suppress(OSError):
         os.close(fd)
+
+
+def _decode_messages(
+    conversation_id: str, rows: Sequence[tuple[int, str, str, str]]
+) -> tuple[Message, ...]:
+    """Validate message rows; any problem names the message and the conversation."""
+    messages: list[Message] = []
+    for seq, role, content, timestamp in rows:
+        try:
+            messages.append(
+                Message.model_validate({"role": role, "content": content, "timestamp": timestamp})
+            )
+        except ValidationError as error:
+            raise CorruptStateError(
+                f"message {seq} of conversation {conversation_id!r} cannot be read: {error}"
+            ) from error
+    return tuple(messages)
 
 
 def _decode_state(conversation_id: str, text: str) -> AffectState:

@@ -306,3 +306,50 @@ async def test_the_engine_runs_on_the_store(store: SQLiteStateStore, db: Path) -
     assert result.text == "hi there"
     rows = _sql(db, "SELECT role, content FROM messages ORDER BY seq")
     assert rows == [("user", "hello"), ("assistant", "hi there")]
+
+
+async def _read(store: SQLiteStateStore, limit: int | None) -> tuple[object, list[str]]:
+    async with store.transaction("c1") as transaction:
+        state = await transaction.load_state()
+        return state, [m.content for m in await transaction.load_transcript(limit)]
+
+
+async def _append(store: SQLiteStateStore, *contents: str, valence: float = 0.0) -> None:
+    async with store.transaction("c1") as transaction:
+        await transaction.commit(
+            state=AffectState(mood=Mood(valence=valence)),
+            messages=[Message(role="user", content=text) for text in contents],
+        )
+
+
+@pytest.mark.parametrize("limit", [1, 3, 5, 50])
+async def test_a_store_that_read_before_sees_what_another_store_committed_since(
+    db: Path, limit: int
+) -> None:
+    reader, writer = SQLiteStateStore(db), SQLiteStateStore(db)
+    written: list[str] = []
+    try:
+        for batch, size in enumerate([0, 1, 2, 4, 7, 1, 0, 3]):
+            contents = [f"b{batch}m{n}" for n in range(size)]
+            await _append(writer, *contents, valence=batch / 10)
+            written += contents
+            state, seen = await _read(reader, limit)
+            assert seen == written[-limit:]
+            assert state == AffectState(mood=Mood(valence=batch / 10))
+            assert (await _read(reader, None))[1] == written
+    finally:
+        reader.close()
+        writer.close()
+
+
+async def test_a_wider_window_than_the_cached_one_reads_again(db: Path) -> None:
+    store = SQLiteStateStore(db)
+    try:
+        await _append(store, *"abcdef")
+        assert (await _read(store, 2))[1] == ["e", "f"]
+        assert (await _read(store, 4))[1] == ["c", "d", "e", "f"]
+        await _append(store, "g")
+        assert (await _read(store, 3))[1] == ["e", "f", "g"]
+        assert (await _read(store, 10))[1] == list("abcdefg")
+    finally:
+        store.close()
