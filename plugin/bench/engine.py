@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import multiprocessing
+import os
 import queue
 import statistics
 import tempfile
@@ -89,6 +90,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Measure every process count; the report is JSON-ready."""
     runs = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="affect-memory-bench-") as tmp:
         for count in process_counts:
             runs.append(
@@ -102,6 +104,11 @@ def run_benchmark(
         "turns_per_process": turns,
         "warmup_turns": warmup,
         "candidates_per_turn": _CANDIDATES,
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": {
+            "before": round(load_before[0], 2),
+            "after": round(os.getloadavg()[0], 2),
+        },
         "runs": runs,
         "target": {
             "overhead_median_ms": OVERHEAD_TARGET_MS,
@@ -317,6 +324,9 @@ def format_report(report: dict[str, Any]) -> str:
             format_table(headers, rows),
             throughput,
             f"target: median overhead < {target['overhead_median_ms']:g} ms with "
-            f"{target['processes']} process: {target['measured_ms']:.3f} ms ({verdict})",
+            f"{target['processes']} process: {target['measured_ms']:.3f} ms ({verdict}); "
+            f"{report['cpu_count']} CPUs, 1-min load average "
+            f"{report['load_average_1min']['before']} before, "
+            f"{report['load_average_1min']['after']} after",
         ]
     )
