@@ -178,7 +178,11 @@ class _Stopwatch:
         if self._observer is None:
             return
         now = perf_counter()
-        self._observer(stage, now - self._mark)
+        try:
+            self._observer(stage, now - self._mark)
+        except Exception:  # an observer must never fail, or half-fail, a turn
+            logger.exception("stage observer failed at stage %r; observing stops", stage)
+            self._observer = None
         self._mark = perf_counter()
 
 

@@ -828,3 +828,17 @@ async def test_a_cancelled_turn_commits_nothing(store: SQLiteStateStore, db: Pat
         await task
     assert dump_sqlite(db) == before
     await engine_for(store, ScriptedModel()).turn("after")  # the lock was released
+
+
+async def test_a_failing_observer_never_fails_the_turn(
+    store: SQLiteStateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    def observer(stage: str, seconds: float) -> None:
+        raise ValueError("observer bug")
+
+    with caplog.at_level(logging.ERROR, logger="kernel.engine"):
+        result = await engine_for(store, ScriptedModel(), observer=observer).turn("hi")
+    assert result.text == "Okay."
+    assert "observer failed" in caplog.text
+    _, transcript = await committed(store)
+    assert len(transcript) == 2
