@@ -1,9 +1,12 @@
 """Columnar memory scoring and top-k ranking over numpy arrays, identical to the scalar scorer.
 
-Public functions validate their columns once; private ones compute, vectorised and in place.
+Public functions validate their columns; private ones compute, vectorised and in place.
 Every score follows the scalar path's floating-point operations in the same order
 (``(similarity * recency * salience + bonus) * congruence``), so results agree bit for bit
 with :func:`kernel.retrieval.score_candidate` whenever the ages in days agree.
+
+Long batches are validated and scored in cache-sized blocks: each input is read from memory
+once and each output written once, which is what bounds the speed at a million candidates.
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ __all__ = ["BatchScores", "rank_batch", "score_batch"]
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
+Counts = npt.NDArray[np.integer[Any]]
 
 DISTANCE_TOLERANCE: Final = 1e-6
 """Float noise around [0, 2] that is clamped rather than refused (vector stores produce it)."""
+
+_BLOCK: Final = 65536
+"""Candidates per block: a block's columns and scratch stay in (L3) cache between passes."""
 
 _RECALL_TABLE_LIMIT: Final = 4096
 """Largest recall-count lookup table; uncapped counts beyond it are computed once each."""
@@ -77,55 +84,50 @@ def _float_column(name: str, value: Any) -> FloatArray:
     return np.asarray(array, dtype=np.float64)
 
 
-def _first_bad(name: str, array: FloatArray, bad: npt.NDArray[np.bool_], bound: str) -> str:
+def _first_bad(
+    name: str, array: npt.NDArray[Any], bad: npt.NDArray[np.bool_], bound: str, offset: int = 0
+) -> str:
     index = int(np.flatnonzero(bad)[0])
-    return f"{name} must be {bound}, got {array[index]!r} at index {index}"
+    return f"{name} must be {bound}, got {array[index].item()!r} at index {offset + index}"
 
 
-def _require_finite(name: str, array: FloatArray) -> None:
+def _require_finite(name: str, array: FloatArray, offset: int = 0) -> None:
     # One reduction: a sum of finite values is finite unless it overflows, which is rechecked.
     if array.size and not math.isfinite(np.add.reduce(array)):
         bad = ~np.isfinite(array)
         if bad.any():
-            raise InvalidInputError(_first_bad(name, array, bad, "finite"))
+            raise InvalidInputError(_first_bad(name, array, bad, "finite", offset))
 
 
-def _checked_distances(value: Any) -> FloatArray:
-    distances = _float_column("distances", value)
-    if not distances.size:
-        return distances
+def _checked_distances(distances: FloatArray, offset: int) -> FloatArray:
+    """The block itself, or a clamped copy when float noise put it just outside [0, 2]."""
     low = float(np.minimum.reduce(distances))
     high = float(np.maximum.reduce(distances))
     if not (low >= -DISTANCE_TOLERANCE and high <= 2.0 + DISTANCE_TOLERANCE):
         bad = ~((distances >= -DISTANCE_TOLERANCE) & (distances <= 2.0 + DISTANCE_TOLERANCE))
         raise InvalidInputError(
-            _first_bad("distances", distances, bad, "cosine distances within [0, 2]")
+            _first_bad("distances", distances, bad, "cosine distances within [0, 2]", offset)
         )
     if low < 0.0 or high > 2.0:
-        distances = np.clip(distances, 0.0, 2.0)
+        return np.clip(distances, 0.0, 2.0)
     return distances
 
 
-def _checked_moments(name: str, value: Any) -> tuple[FloatArray, bool]:
-    """A float column where NaN means missing; returns it and whether any value is missing."""
-    moments = _float_column(name, value)
-    if not moments.size or math.isfinite(np.add.reduce(moments)):
-        return moments, False
+def _has_missing(name: str, moments: FloatArray, offset: int) -> bool:
+    """Refuse infinities; say whether the block may hold NaN (a missing timestamp)."""
+    if math.isfinite(np.add.reduce(moments)):
+        return False
     infinite = np.isinf(moments)
     if infinite.any():
-        raise InvalidInputError(_first_bad(name, moments, infinite, "finite (NaN marks missing)"))
-    return moments, True  # (or a finite sum overflowed; the NaN mask is then just empty)
+        raise InvalidInputError(
+            _first_bad(name, moments, infinite, "finite (NaN marks missing)", offset)
+        )
+    return True  # (or a finite sum overflowed; the NaN mask is then just empty)
 
 
-def _checked_recall_counts(value: Any) -> npt.NDArray[np.integer[Any]]:
-    counts = _column("recall_counts", value, "iu", "an integer array")
-    if counts.size and counts.dtype.kind == "i":
-        low = int(np.minimum.reduce(counts))
-        if low < 0:
-            raise InvalidInputError(
-                _first_bad("recall_counts", counts.astype(np.float64), counts < 0, ">= 0")
-            )
-    return counts
+def _check_counts(counts: Counts, offset: int) -> None:
+    if counts.dtype.kind == "i" and int(np.minimum.reduce(counts)) < 0:
+        raise InvalidInputError(_first_bad("recall_counts", counts, counts < 0, ">= 0", offset))
 
 
 def _checked_mood(mood_valence: Any, congruence_on: Any) -> float:
@@ -168,40 +170,35 @@ def score_batch(
     if not isinstance(weights, RetrievalWeights):
         raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
     mood = _checked_mood(mood_valence, congruence_on)
-    distance = _checked_distances(distances)
-    n = distance.shape[0]
+    distance = _float_column("distances", distances)
     columns: dict[str, npt.NDArray[Any]] = {
         "significance": _float_column("significance", significance),
-        "recall_counts": _checked_recall_counts(recall_counts),
+        "recall_counts": _column("recall_counts", recall_counts, "iu", "an integer array"),
         "episodes": _column("episodes", episodes, "b", "a bool array"),
         "memory_valences": _float_column("memory_valences", memory_valences),
     }
     if timestamps is not None and ages_days is not None:
         raise InvalidInputError("give timestamps or ages_days, not both")
-    ages: FloatArray | None = None
-    missing = owned = False
+    moments: FloatArray | None = None
+    now_epoch: float | None = None
     if timestamps is not None:
         if now is None:
             raise InvalidInputError("timestamps need now, a zoned datetime")
-        moments, missing = _checked_moments("timestamps", timestamps)
-        columns["timestamps"] = moments
-        ages, owned = _ages_from_epoch(moments, _require_zoned_now(now).timestamp()), True
+        now_epoch = _require_zoned_now(now).timestamp()
+        moments = columns["timestamps"] = _float_column("timestamps", timestamps)
     elif ages_days is not None:
-        ages, missing = _checked_moments("ages_days", ages_days)
-        columns["ages_days"] = ages
+        moments = columns["ages_days"] = _float_column("ages_days", ages_days)
+    n = distance.shape[0]
     for name, column in columns.items():
         if column.shape[0] != n:
             raise InvalidInputError(
                 f"{name} has {column.shape[0]} values but distances has {n}; "
                 "every column must have one value per candidate"
             )
-    _require_finite("significance", columns["significance"])
-    _require_finite("memory_valences", columns["memory_valences"])
     return _score_columns(
         distance,
-        ages,
-        missing,
-        owned,
+        moments,
+        now_epoch,
         columns["significance"],
         columns["recall_counts"],
         columns["episodes"],
@@ -213,12 +210,6 @@ def score_batch(
 
 
 # ---------------------------------------------------------------- vectorised compute
-
-
-def _ages_from_epoch(moments: FloatArray, now_epoch: float) -> FloatArray:
-    ages = np.subtract(now_epoch, moments)
-    np.divide(ages, SECONDS_PER_DAY, out=ages)
-    return ages
 
 
 @lru_cache(maxsize=32)
@@ -239,15 +230,13 @@ def _recall_table(recall_weight: float, recall_cap: float) -> tuple[FloatArray, 
     return table, saturates
 
 
-def _recall_terms(
-    counts: npt.NDArray[np.integer[Any]], weights: RetrievalWeights, out: FloatArray
-) -> FloatArray:
+def _recall_terms(counts: Counts, weights: RetrievalWeights, out: FloatArray) -> FloatArray:
     table, saturates = _recall_table(weights.recall_weight, weights.recall_cap)
-    if counts.dtype.kind == "u" or counts.dtype != np.intp:
+    if counts.dtype != np.intp:
         counts = np.minimum(counts, np.iinfo(np.intp).max).astype(np.intp)
-    if saturates or not counts.size or int(np.maximum.reduce(counts)) < table.shape[0]:
+    if saturates or int(np.maximum.reduce(counts)) < table.shape[0]:
         return np.take(table, counts, mode="clip", out=out)
-    # Unusual weights that never reach the cap: compute each distinct count once.
+    # Weights that do not reach the cap within the table: compute each distinct count once.
     distinct, inverse = np.unique(counts, return_inverse=True)
     terms = [
         min(weights.recall_cap, weights.recall_weight * math.log1p(int(count)))
@@ -256,63 +245,73 @@ def _recall_terms(
     return np.take(np.array(terms, dtype=np.float64), inverse, out=out)
 
 
+def _select(
+    mask: npt.NDArray[np.bool_], chosen: float, other: float, out: FloatArray
+) -> FloatArray:
+    """``chosen`` where ``mask`` else ``other``, exactly, without a (slow) masked write."""
+    step = chosen - other
+    if other + step == chosen:
+        # mask * step is exactly step or a zero, and other + a zero is other (+0.0 for 0.0).
+        np.multiply(mask, step, out=out)
+        if other != 0.0 or step < 0.0:
+            np.add(out, other, out=out)
+        return out
+    out.fill(other)
+    np.putmask(out, mask, chosen)
+    return out
+
+
+def _congruence_factor(
+    mood_valence: float, congruence_on: bool, weights: RetrievalWeights
+) -> float | None:
+    """The factor a same-sign memory gets, or None when congruence is off for this mood."""
+    if not congruence_on or abs(mood_valence) < weights.congruence_threshold:
+        return None
+    return weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
+
+
 def _score_columns(
     distances: FloatArray,
-    ages: FloatArray | None,
-    missing: bool,
-    owned: bool,
+    moments: FloatArray | None,
+    now_epoch: float | None,
     significance: FloatArray,
-    recall_counts: npt.NDArray[np.integer[Any]],
+    recall_counts: Counts,
     episodes: npt.NDArray[np.bool_],
     valences: FloatArray,
     mood_valence: float,
     congruence_on: bool,
     weights: RetrievalWeights,
 ) -> BatchScores:
+    """Validate and score block by block; ``moments`` are epoch seconds when ``now_epoch``
+    is given, else ages in days (None: every timestamp missing)."""
     n = distances.shape[0]
-    # similarity = 1 - distance / 2
-    similarity = np.divide(distances, 2.0)
-    np.subtract(1.0, similarity, out=similarity)
-
-    # recency = min(1, max(floor, 1 - max(0, age) / horizon)). For age < 0 the inner value is
-    # already >= 1 and the outer min gives 1 either way, so max(0, age) can be dropped exactly.
-    # (np.clip would be one pass instead of two, but costs more per call than it saves.)
-    if ages is None:
-        recency = np.full(n, weights.recency_fallback)
-    else:
-        unknown = np.isnan(ages) if missing else None
-        # Ages computed here from epoch seconds are scratch space; a caller's are not.
-        recency = ages if owned else np.empty(n)
-        np.divide(ages, weights.recency_horizon_days, out=recency)
-        np.subtract(1.0, recency, out=recency)
-        np.maximum(recency, weights.recency_floor, out=recency)
-        np.minimum(recency, 1.0, out=recency)
-        if unknown is not None:
-            np.putmask(recency, unknown, weights.recency_fallback)
-
-    # salience = 1 + weight * clamp(significance, 0, 1) + min(cap, weight * log1p(count))
-    salience = np.maximum(significance, 0.0)
-    np.minimum(salience, 1.0, out=salience)
-    np.multiply(weights.significance_weight, salience, out=salience)
-    np.add(1.0, salience, out=salience)
-    score = np.empty(n)
-    np.add(salience, _recall_terms(recall_counts, weights, out=score), out=salience)
-
-    bonus = _select(episodes, weights.episode_bonus, 0.0)
-
-    np.multiply(similarity, recency, out=score)
-    np.multiply(score, salience, out=score)
-    np.add(score, bonus, out=score)
-
+    score, similarity, recency, salience, congruence, bonus = (np.empty(n) for _ in range(6))
     factor = _congruence_factor(mood_valence, congruence_on, weights)
     if factor is None:
-        congruence = np.ones(n)
-    else:
-        congruent = np.greater(valences, 0.0) if mood_valence > 0 else np.less(valences, 0.0)
-        congruence = _select(congruent, factor, 1.0)
-        # x * 1.0 == x exactly, so multiplying every score matches the scalar path.
-        np.multiply(score, congruence, out=score)
-
+        congruence.fill(1.0)
+    if moments is None:
+        recency.fill(weights.recency_fallback)
+    for start in range(0, n, _BLOCK):
+        stop = min(n, start + _BLOCK)
+        _score_block(
+            start,
+            distances[start:stop],
+            None if moments is None else moments[start:stop],
+            now_epoch,
+            significance[start:stop],
+            recall_counts[start:stop],
+            episodes[start:stop],
+            valences[start:stop],
+            mood_valence,
+            factor,
+            weights,
+            score[start:stop],
+            similarity[start:stop],
+            recency[start:stop],
+            salience[start:stop],
+            congruence[start:stop],
+            bonus[start:stop],
+        )
     for array in (score, similarity, recency, salience, congruence, bonus):
         array.flags.writeable = False
     return BatchScores(
@@ -325,27 +324,71 @@ def _score_columns(
     )
 
 
-def _select(mask: npt.NDArray[np.bool_], chosen: float, other: float) -> FloatArray:
-    """``chosen`` where ``mask`` else ``other``, exactly, without a (slow) masked write."""
-    step = chosen - other
-    if other + step == chosen:
-        # mask * step is exactly step or a zero, and other + a zero is other (+0.0 for 0.0).
-        out = np.multiply(mask, step)
-        if other != 0.0 or step < 0.0:
-            np.add(out, other, out=out)
-        return out
-    out = np.full(mask.shape[0], other)
-    np.putmask(out, mask, chosen)
-    return out
+def _score_block(
+    offset: int,
+    distances: FloatArray,
+    moments: FloatArray | None,
+    now_epoch: float | None,
+    significance: FloatArray,
+    recall_counts: Counts,
+    episodes: npt.NDArray[np.bool_],
+    valences: FloatArray,
+    mood_valence: float,
+    factor: float | None,
+    weights: RetrievalWeights,
+    score: FloatArray,
+    similarity: FloatArray,
+    recency: FloatArray,
+    salience: FloatArray,
+    congruence: FloatArray,
+    bonus: FloatArray,
+) -> None:
+    """Check one block of every column, then write its scores into the output slices."""
+    distances = _checked_distances(distances, offset)
+    _require_finite("significance", significance, offset)
+    _require_finite("memory_valences", valences, offset)
+    _check_counts(recall_counts, offset)
 
+    # similarity = 1 - distance / 2
+    np.divide(distances, 2.0, out=similarity)
+    np.subtract(1.0, similarity, out=similarity)
 
-def _congruence_factor(
-    mood_valence: float, congruence_on: bool, weights: RetrievalWeights
-) -> float | None:
-    """The factor a same-sign memory gets, or None when congruence is off for this mood."""
-    if not congruence_on or abs(mood_valence) < weights.congruence_threshold:
-        return None
-    return weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
+    # recency = min(1, max(floor, 1 - max(0, age) / horizon)). For age < 0 the inner value is
+    # already >= 1 and the outer min gives 1 either way, so max(0, age) can be dropped exactly.
+    # (np.clip would be one pass instead of two, but costs more per call than it saves.)
+    if moments is not None:
+        name = "ages_days" if now_epoch is None else "timestamps"
+        unknown = np.isnan(moments) if _has_missing(name, moments, offset) else None
+        if now_epoch is None:
+            np.divide(moments, weights.recency_horizon_days, out=recency)
+        else:  # age in days = (now - timestamp) / 86400, as timedelta.total_seconds() / 86400
+            np.subtract(now_epoch, moments, out=recency)
+            np.divide(recency, SECONDS_PER_DAY, out=recency)
+            np.divide(recency, weights.recency_horizon_days, out=recency)
+        np.subtract(1.0, recency, out=recency)
+        np.maximum(recency, weights.recency_floor, out=recency)
+        np.minimum(recency, 1.0, out=recency)
+        if unknown is not None:
+            np.putmask(recency, unknown, weights.recency_fallback)
+
+    # salience = 1 + weight * clamp(significance, 0, 1) + min(cap, weight * log1p(count))
+    np.maximum(significance, 0.0, out=salience)
+    np.minimum(salience, 1.0, out=salience)
+    np.multiply(weights.significance_weight, salience, out=salience)
+    np.add(1.0, salience, out=salience)
+    np.add(salience, _recall_terms(recall_counts, weights, out=score), out=salience)
+
+    _select(episodes, weights.episode_bonus, 0.0, out=bonus)
+
+    np.multiply(similarity, recency, out=score)
+    np.multiply(score, salience, out=score)
+    np.add(score, bonus, out=score)
+
+    if factor is not None:
+        congruent = np.greater(valences, 0.0) if mood_valence > 0 else np.less(valences, 0.0)
+        _select(congruent, factor, 1.0, out=congruence)
+        # x * 1.0 == x exactly, so multiplying every score matches the scalar path.
+        np.multiply(score, congruence, out=score)
 
 
 # ---------------------------------------------------------------- ranking
@@ -466,8 +509,7 @@ def _rank_columns(
     scored = _score_columns(
         np.array([candidate.distance for candidate in pool], dtype=np.float64),
         np.array([math.nan if age is None else age for age in ages], dtype=np.float64),
-        None in ages,
-        True,
+        None,
         np.array([candidate.significance for candidate in pool], dtype=np.float64),
         np.array([min(c.recall_count, _MAX_COUNT) for c in pool], dtype=np.int64),
         np.array([candidate.episode for candidate in pool], dtype=np.bool_),
