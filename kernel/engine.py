@@ -317,8 +317,12 @@ class AffectEngine:
                 raise MalformedOutputError(
                     f"store returned {type(state).__name__}, not AffectState"
                 )
+            if not isinstance(transcript, tuple) or not all(
+                isinstance(message, Message) for message in transcript
+            ):
+                raise MalformedOutputError("store returned a transcript that is not Messages")
             first_turn = not transcript
-            history = _window(tuple(transcript), self._limits)
+            history = _window(transcript, self._limits)
             watch.lap("load")
             exposed = state.model_copy(update={"carried_thought": None})
             gate = await self._gate(text, history, exposed)
