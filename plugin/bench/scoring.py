@@ -208,6 +208,18 @@ def _time_ns(call: Callable[[], object]) -> int:
     return time.perf_counter_ns() - start
 
 
+def _timed(call: Callable[[], object]) -> tuple[int, int]:
+    """Wall and CPU (this thread) nanoseconds of one call, with the collector paused as
+    ``timeit`` does, so neither path pays for collecting the benchmark's own objects."""
+    gc.disable()
+    try:
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        call()
+        return time.perf_counter_ns() - wall, time.thread_time_ns() - cpu
+    finally:
+        gc.enable()
+
+
 @contextmanager
 def _bar(total: int, enabled: bool) -> Iterator[Callable[[str, int], None]]:
     """A tqdm bar of timed calls on stderr when enabled and stderr is a terminal."""
@@ -232,22 +244,41 @@ def _interleaved(
     scalar_repeats: int,
     step: Callable[[str, int], None],
     label: str,
-) -> tuple[float, float]:
-    """Median seconds per call of each path, alternating so both see the same machine."""
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Median (wall, CPU) seconds per call of each path, columnar first, alternating the
+    paths so both see the same machine."""
     columnar()
     scalar()  # warm caches, imports and the recall table
-    columnar_ns: list[int] = []
-    scalar_ns: list[int] = []
+    columnar_ns: list[tuple[int, int]] = []
+    scalar_ns: list[tuple[int, int]] = []
     gc.collect()
     per_scalar = max(1, columnar_repeats // scalar_repeats)
     while len(scalar_ns) < scalar_repeats or len(columnar_ns) < columnar_repeats:
         if len(scalar_ns) < scalar_repeats:
-            scalar_ns.append(_time_ns(scalar))
+            scalar_ns.append(_timed(scalar))
             step(f"{label} scalar", 1)
         chunk = min(per_scalar, columnar_repeats - len(columnar_ns))
-        columnar_ns.extend(_time_ns(columnar) for _ in range(chunk))
+        columnar_ns.extend(_timed(columnar) for _ in range(chunk))
         step(f"{label} columnar", chunk)
-    return statistics.median(columnar_ns) / 1e9, statistics.median(scalar_ns) / 1e9
+    return _medians(columnar_ns), _medians(scalar_ns)
+
+
+def _medians(samples: list[tuple[int, int]]) -> tuple[float, float]:
+    return (
+        statistics.median(wall for wall, _ in samples) / 1e9,
+        statistics.median(cpu for _, cpu in samples) / 1e9,
+    )
+
+
+def _row(n: int, sample: int, columnar_s: float, scalar_s: float) -> dict[str, float | int]:
+    scalar_per_s = sample / scalar_s
+    columnar_per_s = n / columnar_s
+    return {
+        "n": n,
+        "scalar_per_s": scalar_per_s,
+        "columnar_per_s": columnar_per_s,
+        "ratio": columnar_per_s / scalar_per_s,
+    }
 
 
 def _bandwidth(nbytes: int, repeats: int = 7) -> dict[str, float]:
@@ -269,6 +300,8 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
     """Run the plan and return the report: rows, bandwidth, notes and the machine."""
     rng = np.random.default_rng(plan.seed)
     rows: list[dict[str, float | int]] = []
+    cpu_rows: list[dict[str, float | int]] = []
+    load_before = _load()
     scalar_samples: dict[str, int] = {}
     columnar_seconds: dict[str, float] = {}
     steps = sum(plan.scalar_repeats(n) + plan.columnar_repeats(n) for n in plan.sizes)
@@ -277,7 +310,7 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
             batch = _synthetic(n, rng)
             sample = min(n, plan.scalar_cap)
             candidates = batch.head(sample)
-            columnar_s, scalar_s = _interleaved(
+            (columnar_s, columnar_cpu), (scalar_s, scalar_cpu) = _interleaved(
                 _columnar(batch, plan.limit),
                 plan.columnar_repeats(n),
                 _scalar(candidates, plan.limit),
@@ -286,16 +319,8 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
                 f"n={n:,}",
             )
             del candidates
-            scalar_per_s = sample / scalar_s
-            columnar_per_s = n / columnar_s
-            rows.append(
-                {
-                    "n": n,
-                    "scalar_per_s": scalar_per_s,
-                    "columnar_per_s": columnar_per_s,
-                    "ratio": columnar_per_s / scalar_per_s,
-                }
-            )
+            rows.append(_row(n, sample, columnar_s, scalar_s))
+            cpu_rows.append(_row(n, sample, columnar_cpu, scalar_cpu))
             columnar_seconds[str(n)] = columnar_s
             if sample < n:
                 scalar_samples[str(n)] = sample
@@ -309,6 +334,7 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
             "bytes_per_candidate": float(per_candidate),
             "floor_candidates_per_s": floor_per_s,
             "columnar_fraction_of_floor": rows[-1]["columnar_per_s"] / floor_per_s,
+            "columnar_cpu_fraction_of_floor": cpu_rows[-1]["columnar_per_s"] / floor_per_s,
         }
     )
     notes = [
@@ -317,6 +343,9 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
         "columnar: numpy columns (epoch-second timestamps, numpy str ids) -> score_batch "
         f"(with validation) -> rank_batch top-{plan.limit} indices",
         f"mood valence {MOOD_VALENCE} (congruence applied), ids unique, 5% missing timestamps",
+        "rows: wall-clock medians (perf_counter_ns); cpu_time_rows: this thread's CPU time "
+        "(thread_time_ns), which excludes waiting for a core on a busy machine; the garbage "
+        "collector is paused during each timed call, as timeit does",
     ]
     notes.extend(
         f"scalar at n={int(n):,} measured on the first {sample:,} candidates and extrapolated "
@@ -329,6 +358,7 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
     )
     return {
         "rows": rows,
+        "cpu_time_rows": cpu_rows,
         "limit": plan.limit,
         "columnar_seconds": columnar_seconds,
         "scalar_sample": scalar_samples,
@@ -339,40 +369,54 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
             "numpy": np.__version__,
             "platform": platform.platform(),
             "cpus": os.cpu_count() or 0,
-            "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0,
+            "load_average_1m_before": load_before,
+            "load_average_1m_after": _load(),
         },
     }
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
+
+
 def format_report(report: dict[str, Any]) -> str:
-    """The rows as a table, then bandwidth and notes."""
+    """The rows as a table (wall clock, then CPU time), then bandwidth and notes."""
     samples = report["scalar_sample"]
-    table = format_table(
-        ["n", "scalar cand/s", "columnar cand/s", "ratio", "columnar ms", "scalar on"],
-        [
-            [
-                row["n"],
-                float(row["scalar_per_s"]),
-                float(row["columnar_per_s"]),
-                float(row["ratio"]),
-                report["columnar_seconds"][str(row["n"])] * 1e3,
-                f"{samples[str(row['n'])]:,} (extrapolated)"
-                if str(row["n"]) in samples
-                else "all",
-            ]
-            for row in report["rows"]
-        ],
-    )
+
+    def table(rows: list[dict[str, Any]], extras: list[tuple[object, ...]]) -> str:
+        headers = ["n", "scalar cand/s", "columnar cand/s", "ratio"]
+        if extras:
+            headers += ["columnar ms", "scalar on"]
+        cells: list[list[object]] = []
+        for i, row in enumerate(rows):
+            rates = [float(row[key]) for key in ("scalar_per_s", "columnar_per_s", "ratio")]
+            cells.append([row["n"], *rates, *(extras[i] if extras else ())])
+        return format_table(headers, cells)
+
+    extras: list[tuple[object, ...]] = [
+        (
+            report["columnar_seconds"][str(row["n"])] * 1e3,
+            f"{samples[str(row['n'])]:,} (extrapolated)" if str(row["n"]) in samples else "all",
+        )
+        for row in report["rows"]
+    ]
     bw = report["bandwidth"]
+    machine = report["machine"]
     lines = [
-        table,
+        "wall clock (medians):",
+        table(report["rows"], extras),
+        "",
+        "CPU time of this thread (medians):",
+        table(report["cpu_time_rows"], []),
         "",
         f"memory bandwidth: copy {bw['copy_gb_per_s']:.1f} GB/s, read {bw['read_gb_per_s']:.1f} "
         f"GB/s over {bw['bytes'] / 1e6:.0f} MB; floor {bw['floor_candidates_per_s'] / 1e6:.0f}M "
         f"candidates/s at {bw['bytes_per_candidate']:.0f} B each; the largest size reaches "
-        f"{bw['columnar_fraction_of_floor']:.0%} of it",
-        f"machine: {report['machine']['cpus']} CPUs, numpy {report['machine']['numpy']}, "
-        f"load average {report['machine']['load_average_1m']:.2f}",
+        f"{bw['columnar_fraction_of_floor']:.0%} of it (CPU time: "
+        f"{bw['columnar_cpu_fraction_of_floor']:.0%})",
+        f"machine: {machine['cpus']} CPUs, numpy {machine['numpy']}, load average "
+        f"{machine['load_average_1m_before']:.2f} before, {machine['load_average_1m_after']:.2f} "
+        "after",
     ]
     lines.extend(f"- {note}" for note in report["notes"])
     return "\n".join(lines)

@@ -38,6 +38,14 @@ def test_rows_have_exactly_the_documented_keys(report: dict[str, Any]) -> None:
         assert row["ratio"] == pytest.approx(row["columnar_per_s"] / row["scalar_per_s"])
 
 
+def test_cpu_time_rows_mirror_the_wall_clock_rows(report: dict[str, Any]) -> None:
+    assert [row["n"] for row in report["cpu_time_rows"]] == [64, 1_000, 20_000]
+    assert all(
+        set(row) == {"n", "scalar_per_s", "columnar_per_s", "ratio"}
+        for row in report["cpu_time_rows"]
+    )
+
+
 def test_extrapolated_sizes_and_bandwidth_are_reported(report: dict[str, Any]) -> None:
     assert report["scalar_sample"] == {"20000": 2_000}
     assert any("extrapolated" in note for note in report["notes"])
