@@ -78,10 +78,10 @@ CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (topic, applied, seq);
 """
 
 _T = TypeVar("_T")
-_CACHED_CONVERSATIONS = 256
+_CACHED_CONVERSATIONS = 64
 """Conversations whose last read state and transcript window a store keeps in memory."""
-_CACHED_MESSAGES = 1000
-"""Most messages kept per cached conversation."""
+_CACHED_CHARS = 262_144
+"""A transcript window longer than this (in characters) is not kept in memory."""
 
 
 @dataclass(frozen=True)
@@ -419,11 +419,14 @@ class SQLiteStateStore:
         else:  # nothing usable cached, or the new rows alone fill the window
             window = fresh
             complete = not usable and len(rows) < limit
-        if len(window) > _CACHED_MESSAGES:
-            window, complete = window[-_CACHED_MESSAGES:], False
+        if len(window) > limit:
+            window, complete = window[-limit:], False
         last_seq = rows[-1][0] if rows else after
-        self._remember(conversation_id, messages=window, last_seq=last_seq, complete=complete)
-        return window[-limit:]
+        if sum(len(message.content) for message in window) <= _CACHED_CHARS:
+            self._remember(conversation_id, messages=window, last_seq=last_seq, complete=complete)
+        else:
+            self._remember(conversation_id, messages=None, last_seq=0, complete=False)
+        return window
 
     def _cached(self, conversation_id: str) -> _Cached:
         with self._cache_guard:

@@ -353,3 +353,17 @@ async def test_a_wider_window_than_the_cached_one_reads_again(db: Path) -> None:
         assert (await _read(store, 10))[1] == list("abcdefg")
     finally:
         store.close()
+
+
+async def test_a_window_too_long_to_keep_in_memory_is_read_again_correctly(db: Path) -> None:
+    store = SQLiteStateStore(db)
+    try:
+        big = [f"{n}" + "x" * 100_000 for n in range(4)]
+        await _append(store, *big[:3])
+        assert (await _read(store, 3))[1] == big[:3]
+        await _append(store, big[3])
+        assert (await _read(store, 3))[1] == big[1:]
+        await _append(store, "small")
+        assert (await _read(store, 2))[1] == [big[3], "small"]
+    finally:
+        store.close()
