@@ -34,7 +34,12 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from kernel.adapters.store_support import check_conversation_id, check_limit, prepare_commit
+from kernel.adapters.store_support import (
+    check_conversation_id,
+    check_limit,
+    holding,
+    prepare_commit,
+)
 from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
@@ -133,6 +138,7 @@ class SQLiteStateStore:
         self._path = Path(text)
         self._lock_dir = self._path.with_name(self._path.name + ".locks")
         self._write_lock = str(self._lock_dir / "write.lock")
+        self._backing = f"sqlite:{self._path.resolve()}"
         self._cache: OrderedDict[str, _Cached] = OrderedDict()
         self._cache_guard = threading.Lock()
         self._busy_timeout = float(busy_timeout)
@@ -183,13 +189,14 @@ class SQLiteStateStore:
         """Hold ``conversation_id`` exclusively (across processes) until the block exits."""
         check_conversation_id(conversation_id)
         self._check_open()
-        fd = await self._acquire(conversation_id)
-        transaction = _SQLiteTransaction(self, conversation_id)
-        try:
-            yield transaction
-        finally:
-            transaction.closed = True
-            _release_when_done(fd, transaction.in_flight)
+        with holding(self._backing, conversation_id):
+            fd = await self._acquire(conversation_id)
+            transaction = _SQLiteTransaction(self, conversation_id)
+            try:
+                yield transaction
+            finally:
+                transaction.closed = True
+                _release_when_done(fd, transaction.in_flight)
 
     async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
         """Outbox items of ``topic`` not yet applied, oldest first."""

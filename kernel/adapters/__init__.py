@@ -11,6 +11,7 @@ from kernel.adapters.store_support import (
     PreparedCommit,
     check_conversation_id,
     check_limit,
+    holding,
     prepare_commit,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "StaticRetriever",
     "check_conversation_id",
     "check_limit",
+    "holding",
     "prepare_commit",
 ]

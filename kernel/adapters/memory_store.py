@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kernel.adapters.store_support import check_conversation_id, check_limit, prepare_commit
+from kernel.adapters.store_support import (
+    check_conversation_id,
+    check_limit,
+    holding,
+    prepare_commit,
+)
 from kernel.errors import InvalidInputError, StateStoreError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
@@ -55,12 +60,13 @@ class InMemoryStateStore:
         """Hold ``conversation_id`` exclusively until the block exits."""
         check_conversation_id(conversation_id)
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
-        async with lock:
-            transaction = _MemoryTransaction(self, conversation_id)
-            try:
-                yield transaction
-            finally:
-                transaction.closed = True
+        with holding(f"memory:{id(self)}", conversation_id):
+            async with lock:
+                transaction = _MemoryTransaction(self, conversation_id)
+                try:
+                    yield transaction
+                finally:
+                    transaction.closed = True
 
     async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
         """Outbox items of ``topic`` not yet applied, oldest first."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from kernel.errors import InvalidInputError
+from kernel.errors import InvalidInputError, StateStoreError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
@@ -15,11 +17,38 @@ __all__ = [
     "PreparedCommit",
     "check_conversation_id",
     "check_limit",
+    "holding",
     "prepare_commit",
 ]
 
 MAX_CONVERSATION_ID_CHARS = 256
 """Longest conversation id a store accepts."""
+
+
+_HELD: ContextVar[frozenset[tuple[str, str]]] = ContextVar(
+    "affect_memory_held_conversations", default=frozenset()
+)
+
+
+@contextmanager
+def holding(backing: str, conversation_id: str) -> Iterator[None]:
+    """Mark a conversation held by the current task; a nested hold raises instead of deadlocking.
+
+    ``backing`` names the data behind the store (a file path, an object id), so two store
+    handles on one database count as the same conversation.
+    """
+    key = (backing, conversation_id)
+    held = _HELD.get()
+    if key in held:
+        raise StateStoreError(
+            f"this task already holds a transaction on conversation {conversation_id!r}; "
+            "a nested one would wait for itself forever (finish the turn first)"
+        )
+    token = _HELD.set(held | {key})
+    try:
+        yield
+    finally:
+        _HELD.reset(token)
 
 
 class PreparedCommit(NamedTuple):

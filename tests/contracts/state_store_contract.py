@@ -284,3 +284,17 @@ class StateStoreContract:
     async def test_a_bad_outbox_limit_is_refused(self, store: StateStore, limit: object) -> None:
         with pytest.raises(InvalidInputError, match="limit"):
             await store.pending_outbox("memory", limit=limit)  # type: ignore[arg-type]
+
+    async def test_a_nested_transaction_on_the_same_conversation_raises(
+        self, make_store: StoreFactory
+    ) -> None:
+        first, second = make_store(), make_store()
+        async with first.transaction("c1") as transaction:
+            with pytest.raises(StateStoreError, match="already holds"):
+                async with second.transaction("c1"):
+                    pass
+            async with second.transaction("other") as other:
+                await other.commit(state=None, messages=_messages("nested, other conversation"))
+            await transaction.commit(state=None, messages=_messages("outer"))
+        _, messages = await _snapshot(first, "c1")
+        assert [m.content for m in messages] == ["outer"]  # type: ignore[attr-defined]

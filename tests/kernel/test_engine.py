@@ -22,6 +22,7 @@ from kernel import (
     MalformedOutputError,
     MemoryCandidate,
     Mood,
+    StateStoreError,
     UnknownIntentError,
     build_presence_vector,
     rank_candidates,
@@ -842,3 +843,18 @@ async def test_a_failing_observer_never_fails_the_turn(
     assert "observer failed" in caplog.text
     _, transcript = await committed(store)
     assert len(transcript) == 2
+
+
+async def test_presence_from_inside_a_turn_raises_instead_of_hanging(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await engine_for(store, ScriptedModel()).turn("before")
+    before = dump_sqlite(db)
+    engine = engine_for(store, ScriptedModel())
+
+    async def on_token(chunk: str) -> None:
+        await engine.presence()
+
+    with pytest.raises(StateStoreError, match="already holds"):
+        await asyncio.wait_for(engine.turn("x", on_token=on_token), timeout=10)
+    assert dump_sqlite(db) == before
