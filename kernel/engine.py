@@ -331,8 +331,10 @@ class AffectEngine:
             user_message = Message(role="user", content=text, timestamp=stamp)
             if gate is None or not gate.should_respond:
                 intent = _FALLBACK_INTENT if gate is None else gate.intent
-                record = self._record(now, user_message, None, intent, state, EmotionMap(), ())
-                planned = self._plan(record)
+                if self._effects:
+                    planned = self._plan(
+                        self._record(now, user_message, None, intent, state, EmotionMap(), ())
+                    )
                 await transaction.commit(
                     state=None,
                     messages=(user_message,),
@@ -365,16 +367,18 @@ class AffectEngine:
                 reply = await self._generate(request, on_token)
                 watch.lap("generate")
                 assistant_message = Message(role="assistant", content=reply, timestamp=stamp)
-                record = self._record(
-                    now,
-                    user_message,
-                    assistant_message,
-                    gate.intent,
-                    outcome.state,
-                    outcome.active_emotions,
-                    memories,
-                )
-                planned = self._plan(record)
+                if self._effects:
+                    planned = self._plan(
+                        self._record(
+                            now,
+                            user_message,
+                            assistant_message,
+                            gate.intent,
+                            outcome.state,
+                            outcome.active_emotions,
+                            memories,
+                        )
+                    )
                 await transaction.commit(
                     state=outcome.state,
                     messages=(user_message, assistant_message),
