@@ -6,7 +6,13 @@ the rest does not import matplotlib.
 """
 
 from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.fitting import DEFAULT_SEARCH, FitResult, FitStep, fit_weights
+from plugin.experiments.fitting import (
+    DEFAULT_SEARCH,
+    FitResult,
+    FitStep,
+    fit_weights,
+    split_queries,
+)
 from plugin.experiments.metrics import (
     RankingMetrics,
     evaluate,
@@ -58,5 +64,6 @@ __all__ = [
     "recall_at_k",
     "significance_sweep",
     "similarity_scores",
+    "split_queries",
     "standard_scorers",
 ]

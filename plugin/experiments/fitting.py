@@ -22,7 +22,7 @@ import numpy as np
 from kernel.errors import InvalidInputError
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.metrics import evaluate
+from plugin.experiments.metrics import mean_reciprocal_rank, ranks
 from plugin.experiments.scorers import kernel_scores
 
 __all__ = ["DEFAULT_SEARCH", "FitResult", "FitStep", "fit_weights", "split_queries"]
@@ -35,7 +35,7 @@ DEFAULT_SEARCH: dict[str, tuple[float, ...]] = {
                             1.0, 1.25, 1.5, 2.0),
     "recency_horizon_days": (7.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0, 50.0, 60.0, 75.0, 90.0,
                              120.0, 180.0, 270.0, 365.0),
-    "recency_floor": tuple(round(0.05 * step, 2) for step in range(1, 21)),
+    "recency_floor": (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0),
     "episode_bonus": (0.0, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2),
 }
 """Sane bounds per weight: floors up to 1 (recency off), significance up to twice similarity.
@@ -149,7 +149,9 @@ def _steps(
 
 
 def _mrr(batch: QueryBatch, weights: RetrievalWeights) -> float:
-    return evaluate(kernel_scores(batch, weights=weights), batch).mrr
+    # The search's inner loop: MRR alone, skipping the recall@k that ``evaluate`` adds.
+    rank = ranks(kernel_scores(batch, weights=weights), batch.relevant, batch.mask)
+    return mean_reciprocal_rank(rank)
 
 
 def _nearest(grid: tuple[float, ...], value: float) -> int:

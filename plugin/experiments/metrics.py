@@ -35,6 +35,8 @@ class RankingMetrics:
     recall_at_5: float
     mrr: float
     n_queries: int
+    mrr_se: float = 0.0
+    """Standard error of the MRR: the spread of 1/rank over queries, over sqrt(queries)."""
 
 
 def ranks(
@@ -93,6 +95,7 @@ def evaluate(scores: NDArray[np.float64], batch: QueryBatch) -> RankingMetrics:
         recall_at_5=recall_at_k(rank, 5),
         mrr=mean_reciprocal_rank(rank),
         n_queries=int(rank.size),
+        mrr_se=float(np.std(1.0 / rank, ddof=1) / np.sqrt(rank.size)) if rank.size > 1 else 0.0,
     )
 
 

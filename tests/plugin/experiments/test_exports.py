@@ -10,7 +10,7 @@ def test_exported_members_are_pinned() -> None:
         "evaluate_scorers", "fit_weights", "generate_from_weights", "generate_regime",
         "kernel_breakdown", "kernel_scorer", "kernel_scores", "mean_reciprocal_rank",
         "metrics_table", "ranks", "recall_at_k", "significance_sweep", "similarity_scores",
-        "standard_scorers",
+        "split_queries", "standard_scorers",
     ])
     for name in experiments.__all__:
         assert getattr(experiments, name).__doc__ or name.isupper(), name
