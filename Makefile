@@ -27,3 +27,8 @@ conformance: install
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+.PHONY: notebooks
+notebooks: install
+	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m plugin.experiments.notebooks \
+		notebooks/*.ipynb --out notebooks/rendered
