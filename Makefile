@@ -22,6 +22,9 @@ typecheck: install
 test: lint typecheck
 	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m pytest -q
 
+demo: install
+	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/affect-memory demo
+
 conformance: install
 	$(BIN)/affect-memory conformance fixtures/*.json
 

@@ -11,7 +11,16 @@ from kernel.errors import AffectMemoryError
 
 __all__ = ["build_parser", "main"]
 
-COMMAND_MODULES = ("ingest", "recall", "forget", "stats", "classify", "conformance", "bench")
+COMMAND_MODULES = (
+    "demo",
+    "ingest",
+    "recall",
+    "forget",
+    "stats",
+    "classify",
+    "conformance",
+    "bench",
+)
 """Sub-command modules under ``plugin.commands``, in ``--help`` order."""
 
 

@@ -44,7 +44,7 @@ def turn_id(turn: TurnRecord) -> str:
     for part in (turn.conversation_id, turn.turn_time.isoformat(), turn.message.content):
         digest.update(part.encode("utf-8"))
         digest.update(b"\x00")
-    return f"turn-{digest.hexdigest()[:40]}"
+    return f"turn-{digest.hexdigest()[:24]}"
 
 
 class MemoryWritePolicy(Protocol):
@@ -69,7 +69,7 @@ class DefaultMemoryWritePolicy:
             return None
         strongest = max(turn.active_emotions.values(), default=0.0)
         return MemoryRecord(
-            id=f"{turn_id(turn)}-message",
+            id=f"{turn_id(turn)}-msg",
             text=text[:MAX_TEXT_CHARS],
             user_id=user_id,
             timestamp=turn.turn_time.isoformat(),

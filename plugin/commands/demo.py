@@ -1,0 +1,62 @@
+"""``affect-memory demo``: the main job on the embedded default, printed turn by turn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from plugin.commands._memory import default_data_dir
+
+__all__ = ["register", "run"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``demo`` sub-command."""
+    parser = commands.add_parser(
+        "demo",
+        help="ingest sample memories and run a scripted conversation through the engine",
+        description=(
+            "Recreate DATA_DIR/demo, ingest the sample memories, and run a multi-turn "
+            "conversation through the embedding intent gate, Chroma retrieval, kernel ranking "
+            "and appraisal, and the SQLite store. Only the language model is scripted. Prints "
+            "per turn the intent, PAD mood and octant, ranked memories with their score "
+            "breakdown, and the presence line."
+        ),
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="data directory (default $AFFECT_MEMORY_HOME or ./.affect-memory); "
+        "the demo recreates DATA_DIR/demo",
+    )
+    parser.add_argument(
+        "--chroma",
+        metavar="URL",
+        default=None,
+        help="use a Chroma server at http://HOST:PORT (a fresh collection) instead of the "
+        "embedded store",
+    )
+    parser.add_argument(
+        "--memories",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="memories to ingest (default: the bundled fixtures/sample_memories.jsonl)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo and print it."""
+    from plugin.demo import SAMPLE_MEMORIES, run_demo
+
+    run_demo(
+        args.data_dir or default_data_dir(),
+        chroma_url=args.chroma,
+        memories_file=args.memories or SAMPLE_MEMORIES,
+        out=sys.stdout,
+        progress=sys.stderr.isatty(),
+    )
+    return 0

@@ -1,0 +1,274 @@
+"""The main job, end to end: ingest sample memories, run a conversation, show state and evidence.
+
+Everything is real except the language model, which is scripted (none is available offline):
+the embedding intent gate classifies each message, Chroma retrieves, the kernel ranks and
+appraises, the SQLite store commits, and the outbox writes the turn's memories back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from kernel import (
+    AffectEngine,
+    GateInput,
+    GateResult,
+    GenerateInput,
+    ScoredCandidate,
+    TurnResult,
+    mood_octant,
+)
+from kernel.adapters import ScriptedModel
+from plugin.errors import StoreError
+from plugin.tables import format_table
+
+__all__ = ["DEMO_CONVERSATION", "DEMO_NOW", "DEMO_USER", "DemoTurn", "run_demo"]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SAMPLE_MEMORIES = FIXTURES / "sample_memories.jsonl"
+DEMO_NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+"""The sample memories' reference date: the demo's conversation happens then."""
+DEMO_USER = "alice"
+_MARKER = ".affect-memory-demo"
+
+DEMO_CONVERSATION: tuple[tuple[str, str], ...] = (
+    ("Hi! It's me again.", "Hi Alice, good to hear from you."),
+    (
+        "Do you remember where I live now?",
+        "You moved to Berlin a few days ago. Are the boxes unpacked yet?",
+    ),
+    (
+        "Honestly I've been feeling lonely since the move, I miss my old life.",
+        "That sounds hard. Moving cities leaves a gap, even when it was the right call.",
+    ),
+    (
+        "You never listen, you're completely useless.",
+        "I hear that you're frustrated. I'm still here.",
+    ),
+    ("Sorry, that was unfair of me. Rough day.", "Thank you for saying that. Rough days happen."),
+    (
+        "What was the name of my pet again?",
+        "Miso, the grey cat you adopted. I'm sorry about Biscuit.",
+    ),
+)
+"""The scripted user messages, each with the scripted model's reply."""
+
+
+@dataclass(frozen=True)
+class DemoTurn:
+    """One turn of the demo as printed: the message, the gate's call and the engine's result."""
+
+    message: str
+    intent: str
+    confidence: float
+    retrieve: bool
+    result: TurnResult
+    distance_order: tuple[str, ...]
+    presence: str
+
+
+class _GatedScriptedModel:
+    """A model adapter whose gate is the real embedding gate and whose replies are scripted."""
+
+    def __init__(self, gate: Any, replies: Sequence[str]) -> None:
+        self._gate = gate
+        self._script = ScriptedModel(replies=[[reply] for reply in replies])
+        self.predictions: list[Any] = []
+
+    async def gate(self, request: GateInput) -> GateResult:
+        prediction = await asyncio.to_thread(self._gate.classify, request.message)
+        self.predictions.append(prediction)
+        return GateResult(
+            intent=prediction.intent,
+            should_respond=True,
+            should_retrieve=prediction.should_retrieve,
+        )
+
+    def generate(self, request: GenerateInput) -> AsyncIterator[str]:
+        return self._script.generate(request)
+
+
+def _fresh_directory(path: Path) -> Path:
+    if path.exists():
+        if any(path.iterdir()) and not (path / _MARKER).exists():
+            raise StoreError(
+                f"{path} is not empty and was not made by the demo; pass another --data-dir"
+            )
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    (path / _MARKER).write_text("made by `affect-memory demo`; safe to delete\n")
+    return path
+
+
+def run_demo(
+    data_dir: Path,
+    *,
+    chroma_url: str | None = None,
+    memories_file: Path = SAMPLE_MEMORIES,
+    out: TextIO,
+    progress: bool = False,
+) -> list[DemoTurn]:
+    """Run the demo in ``data_dir/demo`` (recreated each time) and print it to ``out``."""
+    from plugin.chroma_memory import ChromaMemory
+    from plugin.commands._memory import read_jsonl
+    from plugin.embeddings import SentenceTransformerEmbedder
+    from plugin.gate import EmbeddingIntentGate
+    from plugin.sqlite_store import SQLiteStateStore
+    from plugin.turn_memory import MemoryTurnEffects
+
+    home = _fresh_directory(data_dir / "demo")
+    embedder = SentenceTransformerEmbedder()
+    location: str | Path = chroma_url or home / "chroma"
+    collection = f"demo-{datetime.now(UTC):%Y%m%d%H%M%S%f}" if chroma_url else "memories"
+    say = _printer(out)
+    with ChromaMemory(location, collection=collection, embedder=embedder) as memory:
+        records = [record for _, record in read_jsonl(memories_file)]
+        written = memory.add(records, progress=progress).written
+        say(
+            f"Ingested {written} sample memories ({memory.count(DEMO_USER)} of {DEMO_USER}) "
+            f"into {memory.location}; the conversation happens at {DEMO_NOW:%Y-%m-%d %H:%M} UTC."
+        )
+        model = _GatedScriptedModel(
+            EmbeddingIntentGate(embedder), [reply for _, reply in DEMO_CONVERSATION]
+        )
+        store = SQLiteStateStore(home / "state.db")
+        clock = _stepping_clock(DEMO_NOW, timedelta(minutes=2))
+        engine = AffectEngine(
+            model=model,
+            store=store,
+            conversation_id=f"{DEMO_USER}-demo",
+            retriever=memory.retriever_for(DEMO_USER),
+            effects=[MemoryTurnEffects(memory)],
+            user_id=DEMO_USER,
+            clock=clock,
+        )
+        before = memory.count(DEMO_USER)
+        turns = asyncio.run(_converse(engine, model))
+        for number, turn in enumerate(turns, start=1):
+            _print_turn(say, number, turn)
+        recalled = {
+            record.id: record.recall_count
+            for record in memory.get(
+                {scored.candidate.id for turn in turns for scored in turn.result.memories}
+            )
+        }
+        say("")
+        say(
+            f"Committed {len(turns)} turns to {home / 'state.db'}; "
+            f"{memory.count(DEMO_USER) - before} user messages became new memories; "
+            "recall counts now: "
+            + ", ".join(f"{ident} {count}" for ident, count in sorted(recalled.items()))
+            + "."
+        )
+    return turns
+
+
+async def _converse(engine: AffectEngine, model: _GatedScriptedModel) -> list[DemoTurn]:
+    turns: list[DemoTurn] = []
+    for message, _ in DEMO_CONVERSATION:
+        result = await engine.turn(message)
+        prediction = model.predictions[-1]
+        presence = await engine.presence()
+        by_distance = sorted(result.memories, key=lambda s: (s.candidate.distance, s.candidate.id))
+        turns.append(
+            DemoTurn(
+                message=message,
+                intent=result.intent,
+                confidence=prediction.confidence,
+                retrieve=prediction.should_retrieve,
+                result=result,
+                distance_order=tuple(s.candidate.id for s in by_distance),
+                presence=str(presence["line"]),
+            )
+        )
+    return turns
+
+
+def _stepping_clock(start: datetime, step: timedelta) -> Callable[[], datetime]:
+    ticks = iter(range(1_000_000))
+    return lambda: start + step * next(ticks)
+
+
+def _printer(out: TextIO) -> Callable[[str], None]:
+    def say(line: str) -> None:
+        print(line, file=out, flush=True)
+
+    return say
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def _memory_rows(
+    memories: Sequence[ScoredCandidate], by_distance: Sequence[str]
+) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for rank, scored in enumerate(memories, start=1):
+        rows.append(
+            [
+                rank,
+                by_distance.index(scored.candidate.id) + 1,
+                _clip(scored.candidate.id, 26),
+                round(scored.score, 3),
+                round(scored.candidate.distance, 3),
+                round(scored.recency, 3),
+                round(scored.salience, 3),
+                round(scored.congruence, 3),
+                round(scored.episode_bonus, 3),
+                _clip(scored.candidate.text, 44),
+            ]
+        )
+    return rows
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _print_turn(say: Callable[[str], None], number: int, turn: DemoTurn) -> None:
+    result = turn.result
+    mood = result.mood
+    say("")
+    say(f"── Turn {number} " + "─" * 60)
+    say(f"  user      {turn.message}")
+    say(
+        f"  gate      {turn.intent} (confidence {turn.confidence:.2f}), "
+        f"retrieve: {'yes' if turn.retrieve else 'no'}"
+    )
+    if result.memories:
+        say("  memories  ranked by the kernel; 'dist#' is the plain Chroma distance rank")
+        table = format_table(
+            [
+                "#",
+                "dist#",
+                "id",
+                "score",
+                "distance",
+                "recency",
+                "salience",
+                "congr",
+                "episode",
+                "text",
+            ],
+            _memory_rows(result.memories, turn.distance_order),
+        )
+        for line in table.splitlines():
+            say(f"    {line}")
+    say(
+        f"  mood      V {_signed(mood.valence)}  A {_signed(mood.arousal)}  "
+        f"D {_signed(mood.dominance)}  → {mood_octant(mood)}"
+    )
+    strong = sorted(
+        ((value, name) for name, value in result.emotions.items() if value > 0),
+        key=lambda item: (-item[0], item[1]),
+    )
+    say("  emotions  " + (", ".join(f"{name} {value:.2f}" for value, name in strong) or "none"))
+    say(f"  reply     {result.text}   (scripted model)")
+    say(f"  presence  {turn.presence}")
