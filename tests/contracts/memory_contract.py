@@ -1,0 +1,387 @@
+"""The behaviour every ``ChromaMemory`` location must show; subclass and provide ``make_memory``.
+
+Run against an embedded path, the in-process store and a ``chroma run`` server, always with
+the real all-MiniLM-L6-v2 model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernel import AffectState, InvalidInputError, MemoryCandidate
+from kernel.protocols import MemoryRetriever, RetrievalInput
+from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory
+from plugin.errors import RecordError, TimestampError
+
+MemoryFactory = Callable[..., ChromaMemory]
+
+REFERENCE = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+"""The reference date of ``fixtures/sample_memories.jsonl``."""
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def record(ident: str, text: str, user: str = "ann", days: float = 1.0, **fields: Any) -> dict:
+    """A record dict ``days`` before the reference date."""
+    stamp = (REFERENCE - timedelta(days=days)).isoformat()
+    return {"id": ident, "text": text, "user_id": user, "timestamp": stamp, **fields}
+
+
+def sample_records() -> list[dict[str, Any]]:
+    """The sample corpus."""
+    lines = (FIXTURES / "sample_memories.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def sample_probes() -> list[dict[str, str]]:
+    """The stale-versus-current probes of the sample corpus."""
+    lines = (FIXTURES / "sample_memories.probes.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def request(query: str, limit: int = 4) -> RetrievalInput:
+    """An engine retrieval request at the reference date."""
+    return RetrievalInput(query=query, state=AffectState(), limit=limit, now=REFERENCE)
+
+
+class MemoryContract:
+    """Run against every store location: embedded, in-memory and a Chroma server."""
+
+    @pytest.fixture
+    def make_memory(self) -> MemoryFactory:
+        """A factory of memories on a fresh, empty collection (kwargs go to ChromaMemory)."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def memory(self, make_memory: MemoryFactory) -> ChromaMemory:
+        return make_memory()
+
+    # ---------------------------------------------------------------- writes and reads
+
+    def test_a_record_is_read_back_with_every_field_and_a_canonical_timestamp(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(
+            [
+                record(
+                    "m1",
+                    "I planted tomatoes on the balcony.",
+                    timestamp="2026-05-01T09:30:00+02:00",
+                    significance=0.8,
+                    episode=True,
+                    emotional_valence=-0.25,
+                    recall_count=2,
+                    agent_id="agent-7",
+                    conversation_id="conv-1",
+                    last_recalled_at="2026-05-02T00:00:00Z",
+                    extra={"source": "chat", "turn": 12, "weight": 0.5, "pinned": True},
+                )
+            ]
+        )
+        (stored,) = memory.get(["m1"])
+        assert stored.timestamp == "2026-05-01T07:30:00.000000+00:00"
+        assert stored.last_recalled_at == "2026-05-02T00:00:00.000000+00:00"
+        assert (stored.significance, stored.episode, stored.emotional_valence) == (0.8, True, -0.25)
+        assert (stored.recall_count, stored.agent_id, stored.conversation_id) == (
+            2,
+            "agent-7",
+            "conv-1",
+        )
+        assert stored.extra == {"source": "chat", "turn": 12, "weight": 0.5, "pinned": True}
+
+    def test_get_keeps_the_requested_order_and_leaves_out_unknown_ids(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add([record(f"m{i}", f"memory number {i}") for i in range(6)])
+        ids = ["m4", "nope", "m0", "m5", "m2"]
+        assert [r.id for r in memory.get(ids)] == ["m4", "m0", "m5", "m2"]
+
+    def test_writes_are_split_under_the_batch_size(self, memory: ChromaMemory) -> None:
+        memory._max_batch = 7  # as if the server accepted 7 rows per call
+        report = memory.add([record(f"m{i}", f"fact number {i} about gardens") for i in range(23)])
+        assert report.written == 23
+        assert memory.count() == 23
+        assert len(memory.get([f"m{i}" for i in range(23)])) == 23
+
+    def test_reingesting_the_same_records_changes_nothing(self, memory: ChromaMemory) -> None:
+        corpus = sample_records()
+        first = memory.add(corpus)
+        before = memory.stats().users
+        second = memory.add(corpus)
+        assert (first.written, second.written, len(second.skipped)) == (40, 0, 40)
+        memory.upsert(corpus)
+        assert memory.count() == 40
+        assert memory.stats().users == before == {"alice": 13, "bob": 14, "carmen": 13}
+
+    def test_add_keeps_a_stored_memory_and_upsert_replaces_it(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I like green tea.")])
+        memory.add([record("m1", "I like black coffee.")])
+        assert memory.get(["m1"])[0].text == "I like green tea."
+        memory.upsert([record("m1", "I like black coffee.")])
+        assert memory.get(["m1"])[0].text == "I like black coffee."
+
+    # ---------------------------------------------------------------- refusals
+
+    def test_one_bad_record_rejects_the_whole_batch(self, memory: ChromaMemory) -> None:
+        batch = [
+            record("m0", "fine"),
+            record("m1", "fine too"),
+            record("m2", "bad", significance=1.5),
+        ]
+        with pytest.raises(RecordError, match=r"record 2 \(id 'm2'\): significance .*1\.5"):
+            memory.add(batch)
+        assert memory.count() == 0
+
+    @pytest.mark.parametrize(
+        ("bad", "shown"),
+        [
+            ("2026-05-01T10:00:00", "naive"),
+            ("2026-05-01", "naive"),
+            ("yesterday", "not an ISO-8601"),
+            (float("nan"), "finite"),
+            (float("inf"), "finite"),
+            (-1.0, "1970-9999"),
+            ("1969-12-31T23:59:59Z", "1970-9999"),
+            (True, "must be a zoned"),
+        ],
+    )
+    def test_every_bad_timestamp_is_refused_and_nothing_is_written(
+        self, memory: ChromaMemory, bad: object, shown: str
+    ) -> None:
+        batch = [record("m0", "a fine memory"), record("m1", "a bad one", timestamp=bad)]
+        with pytest.raises(TimestampError, match=rf"record 1 \(id 'm1'\): timestamp .*{shown}"):
+            memory.add(batch)
+        with pytest.raises(TimestampError):
+            memory.upsert(batch)
+        assert memory.count() == 0
+
+    def test_extra_metadata_cannot_claim_another_user(self, memory: ChromaMemory) -> None:
+        for hostile in ({"user_id": "bob"}, {"timestamp_epoch": 0.0}, {"chroma:document": "x"}):
+            with pytest.raises(RecordError, match="reserved"):
+                memory.add([record("m1", "I live in Oslo.", extra=hostile)])
+        assert memory.count() == 0
+
+    def test_a_query_without_a_user_scope_is_refused(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I live in Oslo.")])
+        with pytest.raises(InvalidInputError, match="user scope"):
+            asyncio.run(memory.retrieve(request("where do I live")))
+        for nobody in ("", None, 7):
+            with pytest.raises(InvalidInputError, match="user_id"):
+                memory.recall("where do I live", nobody)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="candidates"):
+            memory.recall("where do I live", "ann", candidates=MAX_CANDIDATES + 1)
+
+    # ---------------------------------------------------------------- isolation
+
+    def test_a_user_never_sees_another_users_memories(self, memory: ChromaMemory) -> None:
+        users = ["an", "ann", "anna", "ann "]  # prefixes and a trailing space are other users
+        memory.add(
+            [
+                record(f"{user.strip()}-{len(user)}-{topic}", f"I live in {city}.", user=user)
+                for user in users
+                for topic, city in (("home", "Oslo"), ("work", "Bergen"), ("trip", "Tromsø"))
+            ]
+        )
+        for user in users:
+            own = {f"{user.strip()}-{len(user)}-{topic}" for topic in ("home", "work", "trip")}
+            result = memory.recall(
+                "Where do I live?", user, top_k=MAX_CANDIDATES, candidates=MAX_CANDIDATES
+            )
+            assert {hit.id for hit in result.results} == own
+            candidates = asyncio.run(memory.retriever_for(user).retrieve(request("Oslo", 64)))
+            assert {c.id for c in candidates} == own
+            assert memory.count(user) == 3
+
+    def test_hostile_json_cannot_smuggle_a_memory_into_another_scope(
+        self, memory: ChromaMemory
+    ) -> None:
+        with pytest.raises(RecordError):
+            memory.add([{**record("m1", "x"), "metadata": {"user_id": "bob"}}])
+        with pytest.raises(RecordError, match="user_id"):
+            memory.add([{**record("m1", "x"), "user_id": ["ann", "bob"]}])
+        assert memory.count() == 0
+
+    # ---------------------------------------------------------------- retrieval
+
+    def test_the_retriever_satisfies_the_kernel_protocol_and_over_fetches(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add([record(f"m{i}", f"my note number {i} about the garden") for i in range(40)])
+        retriever = memory.retriever_for("ann", candidates=8)
+        assert isinstance(retriever, MemoryRetriever)
+        assert len(asyncio.run(retriever.retrieve(request("garden", limit=4)))) == 8
+        assert len(asyncio.run(retriever.retrieve(request("garden", limit=20)))) == 20
+        assert len(asyncio.run(memory.retrieve(request("garden", 4), user_id="ann"))) == 32
+        assert len(asyncio.run(retriever.retrieve(request("garden", limit=500)))) == 40
+
+    def test_candidates_carry_canonical_timestamps_and_valid_distances(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        for candidate in memory.candidates("How do I feel?", "carmen", candidates=64):
+            assert isinstance(candidate, MemoryCandidate)
+            assert 0.0 <= candidate.distance <= 2.0
+            assert candidate.timestamp is not None and candidate.timestamp.endswith("+00:00")
+            assert datetime.fromisoformat(candidate.timestamp).tzinfo == UTC
+            # The lean mapper skipped validation; a full validation must agree with it.
+            assert MemoryCandidate.model_validate(candidate.model_dump()) == candidate
+
+    def test_an_exact_match_comes_back_at_distance_zero(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "The blue heron stood in the pond."), record("m2", "Tax forms.")])
+        (best, other) = memory.candidates("The blue heron stood in the pond.", "ann")
+        assert best.id == "m1" and best.distance == pytest.approx(0.0, abs=1e-5)
+        assert best.distance >= 0.0 and other.distance > 0.3
+
+    def test_a_prompt_injection_memory_comes_back_only_as_candidate_text(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        injected = next(r for r in sample_records() if r["id"] == "bob-injection")
+        candidates = memory.candidates("system prompt instructions", "bob", candidates=64)
+        hit = next(c for c in candidates if c.id == "bob-injection")
+        assert hit.text == injected["text"]
+        fields = hit.model_dump()
+        assert [k for k, v in fields.items() if isinstance(v, str) and "instructions" in v] == [
+            "text"
+        ]
+        assert hit.significance == 0.5 and hit.episode is False
+
+    def test_recall_ranks_with_the_kernel_and_keeps_the_breakdown(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        result = memory.recall("Where do I live?", "alice", now=REFERENCE, top_k=6)
+        assert result.now == "2026-06-01T12:00:00.000000+00:00"
+        scores = [hit.score for hit in result.results]
+        assert scores == sorted(scores, reverse=True) and len(scores) == 6
+        for hit in result.results:
+            expected = (hit.similarity * hit.recency * hit.salience + hit.episode) * hit.congruence
+            assert hit.score == pytest.approx(expected, rel=1e-12)
+            assert hit.similarity == pytest.approx(1 - hit.distance / 2, rel=1e-12)
+            assert list(hit.to_json()) == [
+                "id",
+                "text",
+                "score",
+                "distance",
+                "similarity",
+                "recency",
+                "salience",
+                "congruence",
+                "episode",
+                "timestamp",
+                "significance",
+                "recall_count",
+                "emotional_valence",
+            ]
+        assert result.results[0].id == "alice-home-new"
+        assert memory.get(["alice-home-new"])[0].recall_count == 0  # recall is read-only
+
+    def test_mood_congruence_reaches_the_ranking(self, memory: ChromaMemory) -> None:
+        memory.add(
+            [
+                record("sad", "I remember that evening by the sea.", emotional_valence=-0.8),
+                record("happy", "I remember that evening by the sea!", emotional_valence=0.8),
+            ]
+        )
+        low = memory.recall("that evening by the sea", "ann", mood_valence=-0.6, now=REFERENCE)
+        by_id = {hit.id: hit for hit in low.results}
+        assert by_id["sad"].congruence == 1.06 and by_id["happy"].congruence == 1.0
+
+    def test_reranking_puts_current_facts_above_stale_ones_far_more_often(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        owners = {r["id"]: r["user_id"] for r in sample_records()}
+        probes = sample_probes()
+        ranked = memory.recall_many(
+            [{"query": p["query"], "user_id": p["user_id"]} for p in probes],
+            now=REFERENCE,
+            top_k=MAX_CANDIDATES,
+            candidates=MAX_CANDIDATES,
+        )
+        reranked: dict[str, int] = {}
+        plain: dict[str, int] = {}
+        foreign = 0
+        for probe, result in zip(probes, ranked, strict=True):
+            user = probe["user_id"]
+            order = [hit.id for hit in result.results]
+            distance_order = [c.id for c in memory.candidates(probe["query"], user, candidates=64)]
+            foreign += sum(owners[i] != user for i in order + distance_order)
+            reranked[user] = reranked.get(user, 0) + (
+                order.index(probe["current"]) < order.index(probe["stale"])
+            )
+            plain[user] = plain.get(user, 0) + (
+                distance_order.index(probe["current"]) < distance_order.index(probe["stale"])
+            )
+        assert foreign == 0
+        # Measured: reranked 30 of 30, plain distance 7 (alice 1, bob 1, carmen 5 of 10 each).
+        assert sum(reranked.values()) >= 28 and sum(plain.values()) <= 12
+        for user in ("alice", "bob", "carmen"):
+            assert reranked[user] >= 9 and reranked[user] > plain[user]
+
+    # ---------------------------------------------------------------- forget, count, stats
+
+    def test_forget_removes_only_what_it_may(self, memory: ChromaMemory) -> None:
+        memory.add([record("a1", "mine", user="ann"), record("b1", "theirs", user="bob")])
+        assert memory.forget(["b1", "zz"], user_id="ann") == ()
+        assert memory.forget(["a1", "zz", "a1"]) == ("a1",)
+        assert memory.count() == 1 and memory.count("ann") == 0 and memory.count("bob") == 1
+        stats = memory.stats()
+        assert (stats.space, stats.count, stats.users) == ("cosine", 1, {"bob": 1})
+        assert stats.hnsw == {"ef_construction": 200, "ef_search": 500, "max_neighbors": 32}
+
+    # ---------------------------------------------------------------- turn writes
+
+    def test_turn_writes_apply_exactly_once_per_turn(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I live in Oslo."), record("m2", "I work in Bergen.")])
+        message = record("turn-1:user", "I moved again!", days=0, emotional_valence=0.4)
+        first = memory.apply_turn_writes(
+            "turn-1", recalled_ids=["m1", "m2", "gone"], recalled_at=REFERENCE, new_record=message
+        )
+        assert (first.incremented, first.missing, first.stored_new) == (
+            ("m1", "m2"),
+            ("gone",),
+            True,
+        )
+        again = memory.apply_turn_writes(
+            "turn-1", recalled_ids=["m1", "m2"], recalled_at=REFERENCE, new_record=message
+        )
+        assert (again.incremented, again.already_applied, again.stored_new) == (
+            (),
+            ("m1", "m2"),
+            False,
+        )
+        later = REFERENCE + timedelta(hours=1)
+        memory.apply_turn_writes("turn-2", recalled_ids=["m1", "turn-1:user"], recalled_at=later)
+        # A late replay of turn 1 neither re-counts m1 nor resets the message's own count.
+        memory.apply_turn_writes(
+            "turn-1", recalled_ids=["m1", "m2"], recalled_at=REFERENCE, new_record=message
+        )
+        m1, m2, said = memory.get(["m1", "m2", "turn-1:user"])
+        assert (m1.recall_count, m2.recall_count, said.recall_count) == (2, 1, 1)
+        assert m1.last_recalled_at == "2026-06-01T13:00:00.000000+00:00"
+        assert m2.last_recalled_at == "2026-06-01T12:00:00.000000+00:00"
+        assert said.user_id == "ann" and said.emotional_valence == 0.4
+        assert memory.count() == 3
+
+    def test_turn_writes_validate_before_writing(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I live in Oslo.")])
+        with pytest.raises(TimestampError, match="new_record 0"):
+            memory.apply_turn_writes(
+                "t",
+                recalled_ids=["m1"],
+                recalled_at=REFERENCE,
+                new_record=record("t:user", "hi", timestamp="2026-06-01T12:00:00"),
+            )
+        with pytest.raises(TimestampError, match="recalled_at"):
+            memory.apply_turn_writes("t", recalled_ids=["m1"], recalled_at="2026-06-01")
+        with pytest.raises(InvalidInputError, match="recalled_at is required"):
+            memory.apply_turn_writes("t", recalled_ids=["m1"])
+        assert memory.get(["m1"])[0].recall_count == 0 and memory.count() == 1

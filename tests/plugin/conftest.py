@@ -1,0 +1,74 @@
+"""Session fixtures for the memory plugin tests: the real model, loaded once, and a real
+Chroma server (``chroma run``) on a free local port, stopped by PID at the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plugin.embeddings import SentenceTransformerEmbedder
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The bundled all-MiniLM-L6-v2, loaded once for the whole session."""
+    model = SentenceTransformerEmbedder()
+    assert model.dimension == 384
+    return model
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a ``chroma run`` server on a temporary directory."""
+    chroma = Path(sys.executable).with_name("chroma")
+    if not chroma.exists():
+        pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    log = (data / "server.log").open("wb")
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    process = subprocess.Popen(
+        [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"chroma run exited with {process.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("chroma run did not answer its heartbeat within 60 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()

