@@ -4,16 +4,23 @@ Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0
 kernel turns that into ``similarity = 1 - distance / 2`` and owns every scoring decision.
 This module only stores, filters, over-fetches and maps rows into ``MemoryCandidate``s.
 
-HNSW parameters (``DEFAULT_HNSW``) were measured with ``scripts/hnsw_recall.py`` on 20,000
-real all-MiniLM-L6-v2 embeddings of templated memories spread over 10 users, 300 queries,
-recall@64 against exact cosine search over the same user's rows (see README "Scale out"):
+HNSW parameters (``DEFAULT_HNSW``), measured with ``scripts/hnsw_recall.py``: 20,000
+memories over 10 users, 300 queries, mean recall@64 against exact cosine search (filtered =
+``where user_id``, exact search over that user's rows). Real = all-MiniLM-L6-v2 over
+templated memories; random = unit vectors, the worst case. Chroma 1.5.9, 2 cores:
 
-=================================  ==================  ====================
-ef_construction/ef_search/M        recall@64 filtered  recall@64 unfiltered
-=================================  ==================  ====================
-100 / 100 / 16 (Chroma default)    see README          see README
-200 / 500 / 32 (chosen)            see README          see README
-=================================  ==================  ====================
+================================  =============  ===============  ===============
+ef_construction / ef_search / M   real filtered  random filtered  random unfilt.
+================================  =============  ===============  ===============
+100 / 100 / 16 (Chroma default)   0.9986         0.880            0.310
+200 / 200 / 16                    0.9999         0.982            0.514
+200 / 200 / 32                    0.9999         0.9997           0.749
+200 / 500 / 32 (chosen)           1.0000         1.0000           0.951
+================================  =============  ===============  ===============
+
+Real embeddings unfiltered: 0.998 at the default, 1.0 for the rest. The chosen setting
+costs a slower build (about 2-3x) and a filtered median query of 23 ms versus 14 ms at the
+default (20,000 memories, idle machine); it is the only one robust on the worst case.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ seconds (int or float, never bool). The canonical text is UTC with microseconds 
 explicit offset, ``2026-01-02T03:04:05.123456+00:00`` (what ``datetime.isoformat`` writes
 for ``timespec="microseconds"``); the epoch is that instant in seconds, derived from the
 canonical text. The text is authoritative: a float64 epoch holds every microsecond until
-about 2255 and is within a few microseconds after that, enough for recency in days. Naive, unparsable, non-finite or
-out-of-range values (years outside 1970-9999 in UTC) raise ``TimestampError``.
+about 2255 and is within a few microseconds after that, enough for recency in days.
+Naive, unparsable, non-finite or out-of-range values (years outside 1970-9999 in UTC)
+raise ``TimestampError``.
 """
 
 from __future__ import annotations
