@@ -50,6 +50,10 @@ _RECALL_TABLE_LIMIT: Final = 4096
 _FULL_SORT_BELOW: Final = 512
 """Below this many candidates a full sort is cheaper than partitioning first."""
 
+_BLOCK_MAXIMA: Final = 1024
+_BLOCK_MAXIMA_FROM: Final = 16384
+"""From this many candidates the top-k threshold is bounded by 1024 block maxima first."""
+
 
 @dataclass(frozen=True, slots=True)
 class BatchScores:
@@ -467,8 +471,24 @@ def _reaching(scores: FloatArray, reach: int) -> IndexArray:
     n = scores.shape[0]
     if reach >= n:
         return np.arange(n, dtype=np.intp)
-    threshold = np.partition(scores, n - reach)[n - reach]
-    return np.flatnonzero(scores >= threshold)
+    if n < _BLOCK_MAXIMA_FROM or reach > _BLOCK_MAXIMA // 4:
+        threshold = np.partition(scores, n - reach)[n - reach]
+        return np.flatnonzero(scores >= threshold)
+    # Without copying the scores: ``reach`` blocks have a maximum at or above the reach-th
+    # largest block maximum, so at least ``reach`` scores do, and it bounds the answer below.
+    width = n // _BLOCK_MAXIMA
+    maxima = np.maximum.reduce(scores[: width * _BLOCK_MAXIMA].reshape(-1, width), axis=1)
+    if width * _BLOCK_MAXIMA < n:
+        maxima = np.append(maxima, np.maximum.reduce(scores[width * _BLOCK_MAXIMA :]))
+    bound = np.partition(maxima, maxima.shape[0] - reach)[maxima.shape[0] - reach]
+    pool = np.flatnonzero(scores >= bound)
+    if pool.shape[0] <= 4 * reach + 64:
+        return pool
+    # A loose bound (the best scores bunched in a few blocks): tighten it within the pool.
+    pooled = scores[pool]
+    threshold = np.partition(pooled, pooled.shape[0] - reach)[pooled.shape[0] - reach]
+    tightened: IndexArray = pool[pooled >= threshold]
+    return tightened
 
 
 def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray) -> IndexArray:

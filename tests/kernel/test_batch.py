@@ -572,3 +572,24 @@ def test_a_batch_longer_than_a_block_matches_the_scalar_path() -> None:
     assert rank_batch(keys, result.score, 10).tolist() == full_sort_reference(
         keys.tolist(), result.score.tolist(), 10
     )
+
+
+@pytest.mark.parametrize(
+    "layout", ["random", "ascending", "descending", "all equal", "few levels", "duplicated"]
+)
+@pytest.mark.parametrize("limit", [1, 6, 256, 257])
+def test_top_k_threshold_from_block_maxima_is_exact(layout: str, limit: int) -> None:
+    rng = np.random.default_rng(limit)
+    n = 20_011  # not a multiple of the block count, so there is a tail block
+    scores = {
+        "random": rng.random(n),
+        "ascending": np.linspace(0, 1, n),
+        "descending": np.linspace(1, 0, n),
+        "all equal": np.full(n, 0.5),
+        "few levels": rng.integers(0, 3, n) / 2,
+        "duplicated": rng.random(n),
+    }[layout]
+    keys = [f"m{i % 50}" if layout == "duplicated" else f"m{i}" for i in range(n)]
+    assert rank_batch(np.array(keys), scores, limit).tolist() == full_sort_reference(
+        keys, scores.tolist(), limit
+    )
