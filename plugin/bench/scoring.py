@@ -192,6 +192,24 @@ def _columnar(batch: _Batch, limit: int) -> Callable[[], object]:
     return call
 
 
+def _plain_numpy(batch: _Batch, limit: int) -> Callable[[], object]:
+    """The formula as one naive numpy expression: no validation, no dedupe, inexact ties."""
+    c = batch.columns
+    now = NOW.timestamp()
+
+    def call() -> object:
+        age = (now - c["timestamps"]) / 86400.0
+        recency = np.where(np.isnan(age), 0.70, np.clip(1.0 - age / 60.0, 0.40, 1.0))
+        recall = np.minimum(0.025, 0.006 * np.log1p(c["recall_counts"]))
+        salience = 1.0 + 0.03 * np.clip(c["significance"], 0.0, 1.0) + recall
+        score = (1.0 - c["distances"] / 2.0) * recency * salience + 0.05 * c["episodes"]
+        score *= np.where(c["memory_valences"] < 0, 1.06, 1.0)
+        top = np.argpartition(score, -limit)[-limit:]
+        return top[np.lexsort((batch.ids[top], -score[top]))]
+
+    return call
+
+
 def _scalar(candidates: list[MemoryCandidate], limit: int) -> Callable[[], object]:
     def call() -> object:
         return _rank_candidates_scalar(candidates, NOW, MOOD_VALENCE, limit)
@@ -305,6 +323,8 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
     scalar_samples: dict[str, int] = {}
     columnar_seconds: dict[str, float] = {}
     steps = sum(plan.scalar_repeats(n) + plan.columnar_repeats(n) for n in plan.sizes)
+    steps += 2 * plan.columnar_repeats(max(plan.sizes))
+    plain: dict[str, float | int] = {}
     with _bar(steps, progress) as step:
         for n in plan.sizes:
             batch = _synthetic(n, rng)
@@ -319,6 +339,22 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
                 f"n={n:,}",
             )
             del candidates
+            if n == max(plan.sizes):
+                # The same batch once more: the columnar path against a naive numpy expression.
+                (columnar_again, _), (plain_s, plain_cpu) = _interleaved(
+                    _columnar(batch, plan.limit),
+                    plan.columnar_repeats(n),
+                    _plain_numpy(batch, plan.limit),
+                    plan.columnar_repeats(n),
+                    step,
+                    f"n={n:,} plain numpy",
+                )
+                plain = {
+                    "n": n,
+                    "plain_numpy_per_s": n / plain_s,
+                    "plain_numpy_cpu_per_s": n / plain_cpu,
+                    "columnar_per_s_same_run": n / columnar_again,
+                }
             rows.append(_row(n, sample, columnar_s, scalar_s))
             cpu_rows.append(_row(n, sample, columnar_cpu, scalar_cpu))
             columnar_seconds[str(n)] = columnar_s
@@ -363,6 +399,7 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
         "columnar_seconds": columnar_seconds,
         "scalar_sample": scalar_samples,
         "bandwidth": bandwidth,
+        "plain_numpy": plain,
         "notes": notes,
         "machine": {
             "python": platform.python_version(),
@@ -401,6 +438,7 @@ def format_report(report: dict[str, Any]) -> str:
         for row in report["rows"]
     ]
     bw = report["bandwidth"]
+    plain = report["plain_numpy"]
     machine = report["machine"]
     lines = [
         "wall clock (medians):",
@@ -414,6 +452,10 @@ def format_report(report: dict[str, Any]) -> str:
         f"candidates/s at {bw['bytes_per_candidate']:.0f} B each; the largest size reaches "
         f"{bw['columnar_fraction_of_floor']:.0%} of it (CPU time: "
         f"{bw['columnar_cpu_fraction_of_floor']:.0%})",
+        f"plain numpy expression of the formula at n={plain['n']:,} (no validation, no "
+        f"dedupe, inexact ties): {plain['plain_numpy_per_s'] / 1e6:.1f}M candidates/s wall, "
+        f"{plain['plain_numpy_cpu_per_s'] / 1e6:.1f}M CPU; columnar in the same run "
+        f"{plain['columnar_per_s_same_run'] / 1e6:.1f}M wall",
         f"machine: {machine['cpus']} CPUs, numpy {machine['numpy']}, load average "
         f"{machine['load_average_1m_before']:.2f} before, {machine['load_average_1m_after']:.2f} "
         "after",

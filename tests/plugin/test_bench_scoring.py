@@ -52,6 +52,7 @@ def test_extrapolated_sizes_and_bandwidth_are_reported(report: dict[str, Any]) -
     bandwidth = report["bandwidth"]
     assert bandwidth["copy_gb_per_s"] > 0 and bandwidth["floor_candidates_per_s"] > 0
     assert report["limit"] == 6
+    assert report["plain_numpy"]["n"] == 20_000 and report["plain_numpy"]["plain_numpy_per_s"] > 0
 
 
 def test_the_table_names_every_size() -> None:
