@@ -1,5 +1,8 @@
 """affect-memory plugin."""
 
+from plugin.chroma_memory import ChromaMemory
+from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.records import MemoryRecord
 from plugin.sqlite_store import SQLiteStateStore
 
-__all__ = ["SQLiteStateStore"]
+__all__ = ["ChromaMemory", "MemoryRecord", "SQLiteStateStore", "SentenceTransformerEmbedder"]

@@ -80,7 +80,7 @@ def _load(model: str, device: str) -> Any:
             except (OSError, ValueError) as error:
                 raise EmbeddingError(
                     f"cannot load sentence-transformers model {model!r} on {device!r}: {error} "
-                    "(give a local path, or unset HF_HUB_OFFLINE to allow a download)"
+                    "(give a local path, or set HF_HUB_OFFLINE=0 to allow a download from the hub)"
                 ) from error
         return _MODELS[key]
 
