@@ -52,6 +52,16 @@ def test_mood_octant_is_neutral_exactly_inside_the_deadband(mood: Mood) -> None:
         assert label == SPEC_OCTANTS[_signs(mood)]
 
 
+@pytest.mark.parametrize("component", ["valence", "arousal", "dominance"])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_mood_octant_deadband_edge_is_exclusive(component: str, sign: float) -> None:
+    assert mood_octant(Mood(**{component: sign * 0.1499})) == "neutral"
+    label = mood_octant(Mood(**{component: sign * 0.15}))
+    assert label != "neutral"
+    # Leaving the band on one axis, the two zero components count as positive.
+    assert label == SPEC_OCTANTS[_signs(Mood(**{component: sign * 0.15}))]
+
+
 def test_mood_octant_deadband_is_a_caller_owned_parameter() -> None:
     mood = Mood(valence=0.3, arousal=0.0, dominance=0.0)
     assert mood_octant(mood) == "exuberant"
@@ -157,6 +167,23 @@ def test_is_ambivalent_follows_floor_and_ratio(pos: float, neg: float) -> None:
     expected = pos >= 0.15 and neg >= 0.15 and min(pos, neg) / max(pos, neg) >= 0.40
     assert is_ambivalent({"hope": pos, "sadness": neg}) == expected
     assert is_ambivalent({"sadness": neg, "hope": pos, "relief": pos / 2}) == expected
+
+
+@pytest.mark.parametrize(
+    "emotions, expected",
+    [
+        ({"joy": 0.15, "fear": 0.15}, True),
+        ({"joy": 0.1499, "fear": 0.15}, False),
+        ({"joy": 0.15, "fear": 0.1499}, False),
+        ({"joy": 0.5, "fear": 0.2}, True),
+        ({"joy": 0.2, "fear": 0.5}, True),
+        ({"joy": 0.5, "fear": 0.1999}, False),
+    ],
+)
+def test_is_ambivalent_floor_and_ratio_are_inclusive(
+    emotions: dict[str, float], expected: bool
+) -> None:
+    assert is_ambivalent(emotions) is expected
 
 
 def test_is_ambivalent_uses_each_familys_strongest_member() -> None:
