@@ -5,8 +5,9 @@ Every score follows the scalar path's floating-point operations in the same orde
 (``(similarity * recency * salience + bonus) * congruence``), so results agree bit for bit
 with :func:`kernel.retrieval.score_candidate` whenever the ages in days agree.
 
-Long batches are validated and scored in cache-sized blocks: each input is read from memory
-once and each output written once, which is what bounds the speed at a million candidates.
+Long batches are validated and scored in cache-sized blocks, so each input is read from memory
+about once and each output written once: at a million candidates memory traffic, not
+arithmetic, is the bound.
 """
 
 from __future__ import annotations
@@ -185,13 +186,15 @@ def score_batch(
         raise InvalidInputError("give timestamps or ages_days, not both")
     moments: FloatArray | None = None
     now_epoch: float | None = None
-    if timestamps is not None:
-        if now is None:
-            raise InvalidInputError("timestamps need now, a zoned datetime")
+    if now is not None:
         now_epoch = _require_zoned_now(now).timestamp()
+    if timestamps is not None:
+        if now_epoch is None:
+            raise InvalidInputError("timestamps need now, a zoned datetime")
         moments = columns["timestamps"] = _float_column("timestamps", timestamps)
     elif ages_days is not None:
         moments = columns["ages_days"] = _float_column("ages_days", ages_days)
+        now_epoch = None  # ages are already relative to a clock
     n = distance.shape[0]
     for name, column in columns.items():
         if column.shape[0] != n:
