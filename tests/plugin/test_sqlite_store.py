@@ -367,3 +367,40 @@ async def test_a_window_too_long_to_keep_in_memory_is_read_again_correctly(db: P
         assert (await _read(store, 2))[1] == [big[3], "small"]
     finally:
         store.close()
+
+
+async def test_a_commit_cancelled_mid_write_keeps_the_lock_until_the_write_ends(
+    store: SQLiteStateStore, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writing, proceed = threading.Event(), threading.Event()
+    real = store._commit_work
+
+    def slow_commit_work(*args: object) -> object:
+        work = real(*args)  # type: ignore[arg-type]
+
+        def slow(connection: sqlite3.Connection) -> None:
+            writing.set()
+            proceed.wait(10)
+            work(connection)
+
+        return slow
+
+    monkeypatch.setattr(store, "_commit_work", slow_commit_work)
+
+    async def turn() -> None:
+        async with store.transaction("c1") as transaction:
+            await transaction.commit(state=None, messages=[Message(role="user", content="late")])
+
+    task = asyncio.create_task(turn())
+    await asyncio.to_thread(writing.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not _can_lock(_lock_file(db, "c1"))  # the write is still running: the lock is kept
+    proceed.set()
+    other = SQLiteStateStore(db)
+    try:
+        async with asyncio.timeout(10), other.transaction("c1") as transaction:
+            assert [m.content for m in await transaction.load_transcript()] == ["late"]
+    finally:
+        other.close()
