@@ -297,7 +297,8 @@ class AffectEngine:
         """Run and commit one turn for ``text``; ``on_token`` sees each reply chunk as it streams.
 
         Chunks reach ``on_token`` before the commit: if the turn then fails, nothing of it
-        is stored even though the caller has seen part of the reply.
+        is stored even though the caller has seen part of the reply. A turn cancelled while
+        its commit is being written may still be committed; it is never half-written.
         """
         self._check_text(text)
         if on_token is not None and not callable(on_token):
