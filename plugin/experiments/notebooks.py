@@ -72,6 +72,11 @@ def kernel_environment() -> dict[str, str]:
     environment.setdefault("HF_HUB_OFFLINE", "1")
     environment.setdefault("ANONYMIZED_TELEMETRY", "False")
     environment.setdefault("OMP_NUM_THREADS", "1")
+    # tqdm.auto warns in every kernel that lacks ipywidgets; it is noise in rendered copies.
+    quiet = "ignore:IProgress not found"
+    environment["PYTHONWARNINGS"] = ",".join(
+        filter(None, [environment.get("PYTHONWARNINGS"), quiet])
+    )
     return environment
 
 
