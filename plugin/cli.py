@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "forget",
     "stats",
     "classify",
+    "mcp",
     "conformance",
     "bench",
 )
