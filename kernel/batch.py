@@ -21,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kernel.bounds import check_int, check_number
+from kernel.bounds import check_int, check_number, parse_zoned
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from kernel.retrieval import (
@@ -415,10 +415,12 @@ def _id_column(ids: Any) -> npt.NDArray[Any]:
             raise InvalidInputError(f"ids must be a 1-D array, got shape {ids.shape}")
         return ids
     values = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
-    for index, value in enumerate(values):
-        if not isinstance(value, str):
-            raise InvalidInputError(f"ids must be strings, got {value!r} at index {index}")
-    if not any(value.endswith("\x00") for value in values):
+    if not all(type(value) is str for value in values):
+        for index, value in enumerate(values):
+            if not isinstance(value, str):
+                raise InvalidInputError(f"ids must be strings, got {value!r} at index {index}")
+    # (a NUL anywhere is rare; only then look for the ids that end in one)
+    if "\x00" not in "".join(values) or not any(value[-1:] == "\x00" for value in values):
         return np.array(values, dtype=np.str_) if values else np.array([], dtype="U1")
     ranks = {value: rank for rank, value in enumerate(sorted(set(values)))}
     return np.array([ranks[value] for value in values], dtype=np.intp)
@@ -513,6 +515,32 @@ def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray
 _MAX_COUNT: Final = int(np.iinfo(np.int64).max)
 
 
+@lru_cache(maxsize=16384)
+def _moment(text: str) -> datetime | None:
+    """A parsed zoned ISO timestamp, memoised: recalls see the same memories again and again."""
+    try:
+        return parse_zoned(text)
+    except ValueError:
+        return None
+
+
+def _age_in_days(timestamp: object, now: datetime) -> float:
+    """:func:`kernel.retrieval._age_days` with parsed strings memoised; NaN when unusable."""
+    if isinstance(timestamp, str):
+        moment = _moment(timestamp)
+    elif isinstance(timestamp, datetime):
+        age = _age_days(timestamp, now)
+        return math.nan if age is None else age
+    else:
+        return math.nan
+    if moment is None:
+        return math.nan
+    try:  # the same arithmetic as _age_days, so the same bits
+        return (now - moment).total_seconds() / SECONDS_PER_DAY
+    except OverflowError:
+        return math.nan
+
+
 def _rank_columns(
     pool: tuple[MemoryCandidate, ...],
     now: datetime,
@@ -531,10 +559,9 @@ def _rank_columns(
         raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
     if not pool:
         return ()
-    ages = [_age_days(candidate.timestamp, now) for candidate in pool]
     scored = _score_columns(
         np.array([candidate.distance for candidate in pool], dtype=np.float64),
-        np.array([math.nan if age is None else age for age in ages], dtype=np.float64),
+        np.array([_age_in_days(c.timestamp, now) for c in pool], dtype=np.float64),
         None,
         np.array([candidate.significance for candidate in pool], dtype=np.float64),
         np.array([min(c.recall_count, _MAX_COUNT) for c in pool], dtype=np.int64),
@@ -545,8 +572,10 @@ def _rank_columns(
         weights,
     )
     chosen = _top_k(_id_column([candidate.id for candidate in pool]), scored.score, limit)
+    # The factors come from validated columns and are finite by construction, so the models
+    # are built without validating each one again (the hot path of every recall).
     return tuple(
-        ScoredCandidate(
+        ScoredCandidate.model_construct(
             candidate=pool[index],
             score=float(scored.score[index]),
             similarity=float(scored.similarity[index]),
