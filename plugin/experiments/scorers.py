@@ -89,8 +89,9 @@ def kernel_breakdown(
 def _mood_classes(
     moods: FloatArray, weights: RetrievalWeights
 ) -> list[tuple[NDArray[np.int64], float]]:
+    # Unpolarized moods all score alike (no congruence): one class. Polarized ones split by sign.
     polarized = np.abs(moods) >= weights.congruence_threshold
-    keys = polarized * 3 + np.sign(moods).astype(np.int64) + 1
+    keys = np.where(polarized, np.sign(moods).astype(np.int64) + 2, 0)
     classes = []
     for key in np.unique(keys):
         rows = np.flatnonzero(keys == key)

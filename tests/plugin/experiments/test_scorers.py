@@ -157,3 +157,19 @@ def test_significance_sweep_names_and_weights() -> None:
     batch = generate_regime("B", 5, seed=3)
     heavy = kernel_scores(batch, weights=RetrievalWeights(significance_weight=1.0))
     np.testing.assert_array_equal(sweep["significance_weight=1"](batch), heavy)
+
+
+def test_a_zero_threshold_makes_even_a_zero_mood_polarized_as_in_the_scalar_kernel() -> None:
+    rng = np.random.default_rng(7)
+    batch = _random_batch(rng, queries=6, size=10)
+    weights = RetrievalWeights(congruence_threshold=0.0)
+    scores = kernel_scores(batch, weights=weights)
+    for row in range(batch.n_queries):
+        for col in range(batch.n_candidates):
+            expected = candidate_score(
+                float(batch.distances[row, col]), float(batch.ages_days[row, col]),
+                bool(batch.episodes[row, col]), float(batch.significance[row, col]),
+                int(batch.recall_counts[row, col]), weights=weights,
+            ) * mood_congruence_factor(float(batch.memory_valences[row, col]),
+                                       float(batch.mood_valence[row]), weights=weights)
+            assert scores[row, col] == expected
