@@ -520,7 +520,7 @@ def _moment(text: str) -> datetime | None:
     """A parsed zoned ISO timestamp, memoised: recalls see the same memories again and again."""
     try:
         return parse_zoned(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
