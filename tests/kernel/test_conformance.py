@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kernel.conformance import FUNCTIONS, FixtureError, parse_fixture, run_fixtures
+from kernel.conformance import FUNCTIONS, FixtureError, _matches, parse_fixture, run_fixtures
 from tests.kernel.fixture_tools import (
     REFERENCE_TOTAL,
     altered,
@@ -273,3 +273,29 @@ def test_a_kernel_error_while_running_counts_as_a_failure_not_a_crash() -> None:
     report = _run([("huge", payload)])
     assert report.failed == 1
     assert str(report.categories[0].failures[0].actual).startswith("raised OverflowError")
+
+
+@pytest.mark.parametrize(
+    "expected, actual, same",
+    [
+        (True, 1, False),
+        (1, True, False),
+        (False, 0.0, False),
+        (True, True, True),
+        (1, 1.0, True),
+        (0.5, 0.5 + 9e-10, True),
+        (0.5, 0.5 + 1.1e-9, False),
+        (0.5, math.nan, False),
+        ("a", "a", True),
+        (None, None, True),
+        (None, "", False),
+        ({"a": 1.0}, {"a": 1.0, "b": 0.0}, False),
+        ({"a": 1.0, "b": 0.0}, {"b": 0.0, "a": 1.0}, True),
+        ([1, 2], [1, 2], True),
+        ([1, 2], [2, 1], False),
+        ([1], "1", False),
+    ],
+)
+def test_outputs_compare_exactly_except_floats(expected: Any, actual: Any, same: bool) -> None:
+    # Booleans never equal numbers, key sets must match exactly, floats within 1e-9.
+    assert _matches(expected, actual) is same
