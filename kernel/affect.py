@@ -121,4 +121,6 @@ def is_ambivalent(
     negative = max((v for k, v in emotions.items() if k in NEGATIVE_EMOTIONS), default=0.0)
     if positive < controls.ambivalence_floor or negative < controls.ambivalence_floor:
         return False
+    if positive == 0.0 or negative == 0.0:  # reachable only with a zero floor: no 0/0 ratio
+        return False
     return min(positive, negative) / max(positive, negative) >= controls.ambivalence_ratio

@@ -138,8 +138,8 @@ class AffectDynamics(FrozenModel):
     widen_positive: NonNegativeFloat = 1.04
     baseline_retention: FiniteFloat = 0.98
     baseline_gain: FiniteFloat = 0.02
-    carry_decay: tuple[tuple[str, NonNegativeFloat], ...] = DEFAULT_CARRY_DECAY
-    carry_decay_default: NonNegativeFloat = 0.80
+    carry_decay: tuple[tuple[str, UnitInterval], ...] = DEFAULT_CARRY_DECAY
+    carry_decay_default: UnitInterval = 0.80
     carry_floor: NonNegativeFloat = 0.05
     """Carried values at or below this are dropped."""
     longing_threshold: FiniteFloat = 0.3

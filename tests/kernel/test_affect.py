@@ -202,3 +202,10 @@ def test_default_controls_carry_the_spec_constants() -> None:
     )
     assert (c.low_arousal_factor, c.low_valence_factor, c.token_floor) == (0.60, 0.72, 180)
     assert (c.ambivalence_floor, c.ambivalence_ratio) == (0.15, 0.40)
+
+
+def test_is_ambivalent_with_a_zero_floor_needs_both_families_present() -> None:
+    open_floor = AffectControls(ambivalence_floor=0.0, ambivalence_ratio=0.0)
+    assert not is_ambivalent({}, controls=open_floor)
+    assert not is_ambivalent({"joy": 0.5}, controls=open_floor)
+    assert is_ambivalent({"joy": 0.5, "fear": 0.01}, controls=open_floor)

@@ -406,3 +406,11 @@ def test_default_policy_is_appraise_turn(state: AffectState, message: str) -> No
     assert policy.appraise(state, "CURIOSITY", message) == appraise_turn(
         state, "CURIOSITY", message=message
     )
+
+
+@pytest.mark.parametrize("rate", [1.01, -0.1, True])
+def test_carry_decay_rates_must_be_in_the_unit_interval(rate: object) -> None:
+    with pytest.raises(ValueError, match="carry_decay"):
+        AffectDynamics(carry_decay_default=rate)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="carry_decay"):
+        AffectDynamics(carry_decay=(("joy", rate),))  # type: ignore[arg-type]
