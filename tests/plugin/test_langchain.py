@@ -1,0 +1,145 @@
+"""``AffectMemoryRetriever`` with langchain-core on a real in-memory Chroma and the real model."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+
+from kernel.errors import InvalidInputError
+from plugin.chroma_memory import ChromaMemory
+from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.langchain import AffectMemoryRetriever
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+METADATA_KEYS = {
+    "id",
+    "score",
+    "distance",
+    "similarity",
+    "recency",
+    "salience",
+    "congruence",
+    "episode",
+    "timestamp",
+    "significance",
+    "recall_count",
+    "emotional_valence",
+    "user_id",
+}
+RECORDS = [
+    {
+        "id": "cat",
+        "text": "I adopted a grey cat called Miso from the shelter",
+        "user_id": "alice",
+        "timestamp": "2026-05-20T10:00:00Z",
+        "significance": 0.8,
+        "emotional_valence": 0.7,
+    },
+    {
+        "id": "dog",
+        "text": "My childhood dog Biscuit died when I was twelve",
+        "user_id": "alice",
+        "timestamp": "2016-03-02T10:00:00Z",
+        "significance": 0.9,
+        "emotional_valence": -0.8,
+        "episode": True,
+    },
+    {
+        "id": "commute",
+        "text": "The train to work takes forty minutes",
+        "user_id": "alice",
+        "timestamp": "2026-05-30T08:00:00Z",
+    },
+    {
+        "id": "bob-cat",
+        "text": "My cat is called Pepper",
+        "user_id": "bob",
+        "timestamp": "2026-05-30T08:00:00Z",
+    },
+]
+
+
+@pytest.fixture
+def memory(embedder: SentenceTransformerEmbedder) -> Iterator[ChromaMemory]:
+    """A fresh in-memory collection holding ``RECORDS``."""
+    with ChromaMemory(
+        ":memory:", collection=f"lc-{uuid.uuid4().hex[:12]}", embedder=embedder
+    ) as store:
+        store.add(RECORDS, progress=False)
+        yield store
+
+
+def _check(documents: list[Document], memory: ChromaMemory, **recall: Any) -> None:
+    expected = memory.recall("what is my pet called?", "alice", now=NOW, **recall).results
+    assert [document.metadata["id"] for document in documents] == [hit.id for hit in expected]
+    for document, hit in zip(documents, expected, strict=True):
+        assert document.page_content == hit.text
+        assert set(document.metadata) == METADATA_KEYS
+        assert document.metadata == {
+            **{key: value for key, value in hit.to_json().items() if key != "text"},
+            "user_id": "alice",
+        }
+
+
+def test_invoke_returns_ranked_documents_with_the_score_breakdown(memory: ChromaMemory) -> None:
+    retriever = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW)
+    assert isinstance(retriever, BaseRetriever)
+    documents = retriever.invoke("what is my pet called?")
+    assert {document.metadata["id"] for document in documents} == {"cat", "dog", "commute"}
+    assert documents[0].metadata["id"] == "cat"
+    scores = [document.metadata["score"] for document in documents]
+    assert scores == sorted(scores, reverse=True)
+    dog = next(document for document in documents if document.metadata["id"] == "dog")
+    assert dog.metadata["episode"] > 0, "an episode carries its bonus in the metadata"
+    _check(documents, memory)
+
+
+async def test_ainvoke_matches_invoke(memory: ChromaMemory) -> None:
+    retriever = AffectMemoryRetriever(
+        memory=memory, user_id="alice", now=NOW, top_k=2, mood_valence=-0.8
+    )
+    documents = await retriever.ainvoke("what is my pet called?")
+    assert len(documents) == 2
+    assert documents == retriever.invoke("what is my pet called?")
+    _check(documents, memory, top_k=2, mood_valence=-0.8)
+
+
+def test_a_polarized_mood_boosts_congruent_memories_only(memory: ChromaMemory) -> None:
+    low = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW, mood_valence=-1.0)
+    high = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW, mood_valence=1.0)
+    query = "tell me about my pets"
+    by_id = {d.metadata["id"]: d.metadata for d in low.invoke(query)}
+    assert by_id["dog"]["congruence"] > 1.0 == by_id["cat"]["congruence"]
+    by_id = {d.metadata["id"]: d.metadata for d in high.invoke(query)}
+    assert by_id["cat"]["congruence"] > 1.0 == by_id["dog"]["congruence"]
+
+
+def test_results_stay_within_the_user(memory: ChromaMemory) -> None:
+    documents = AffectMemoryRetriever(memory=memory, user_id="bob", now=NOW).invoke("cat")
+    assert [(d.metadata["id"], d.metadata["user_id"]) for d in documents] == [("bob-cat", "bob")]
+    assert AffectMemoryRetriever(memory=memory, user_id="carol").invoke("cat") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"user_id": ""}, "user_id must be a non-empty string"),
+        ({"top_k": 0}, "top_k must be"),
+        ({"top_k": 65}, "top_k must be between 1 and 64, got 65"),
+        ({"candidates": True}, "candidates"),
+        ({"mood_valence": 2.0}, "mood_valence"),
+        ({"now": "2026-06-01T12:00:00"}, "now must carry a UTC offset"),
+    ],
+)
+def test_bad_settings_name_the_field(
+    memory: ChromaMemory, options: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(InvalidInputError, match="AffectMemoryRetriever") as caught:
+        AffectMemoryRetriever(**{"memory": memory, "user_id": "alice", **options})
+    assert expected in str(caught.value)
