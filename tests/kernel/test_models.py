@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import pickle
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given
 from pydantic import BaseModel, ValidationError
 
+import kernel
 from kernel import (
     AffectControls,
     AffectDynamics,
@@ -32,6 +34,7 @@ from kernel import (
     UntrustedContext,
     appraise_turn,
 )
+from kernel.models import FrozenModel
 from tests.kernel.strategies import PROPERTY, affect_states, candidates
 
 NOT_NUMBERS: list[Any] = [True, False, "0.5", None, [0.5], {"v": 0.5}]
@@ -342,3 +345,71 @@ def test_any_affect_state_round_trips(state: AffectState) -> None:
 def test_any_candidate_round_trips(candidate: MemoryCandidate) -> None:
     assert MemoryCandidate.model_validate_json(candidate.model_dump_json()) == candidate
     assert pickle.loads(pickle.dumps(candidate)) == candidate
+
+
+_KERNEL_VALUE_MODULES = {
+    "kernel.models",
+    "kernel.affect",
+    "kernel.appraisal",
+    "kernel.retrieval",
+    "kernel.surfacing",
+    "kernel.prompt",
+}
+_REQUIRED: dict[str, dict[str, Any]] = {
+    "MemoryCandidate": {"id": "m", "distance": 0.1},
+    "DecodingParams": {"temperature": 1.0, "top_p": 0.5},
+    "ScoredCandidate": {
+        "candidate": MemoryCandidate(id="m", distance=0.1),
+        "score": 0.5,
+        "similarity": 0.5,
+        "recency": 0.5,
+        "salience": 1.0,
+        "congruence": 1.0,
+        "episode_bonus": 0.0,
+    },
+    "ImpulseResult": {"emotions": {}, "mood": Mood(), "baseline_valence": 0.0},
+    "AppraisalOutcome": {"state": AffectState(), "active_emotions": {}, "intent": "X"},
+    "EmotionSignal": {"emotion": "joy", "coefficient": 0.5},
+    "IntentImpulse": {"intent": "X"},
+}
+
+
+def _number_fields() -> list[tuple[type[BaseModel], str]]:
+    found = []
+    for name in kernel.__all__:
+        model = getattr(kernel, name)
+        if not (inspect.isclass(model) and issubclass(model, FrozenModel)):
+            continue
+        if model.__module__ not in _KERNEL_VALUE_MODULES:
+            continue
+        example = model(**_REQUIRED.get(name, {}))
+        for field in type(example).model_fields:
+            value = getattr(example, field)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.append((model, field))
+    return found
+
+
+NUMBER_FIELDS_EVERYWHERE = _number_fields()
+
+
+@pytest.mark.parametrize(
+    "model, field",
+    NUMBER_FIELDS_EVERYWHERE,
+    ids=[f"{m.__name__}.{f}" for m, f in NUMBER_FIELDS_EVERYWHERE],
+)
+def test_no_number_field_of_any_kernel_value_accepts_bool_nan_inf_or_text(
+    model: type[BaseModel], field: str
+) -> None:
+    # Found by enumeration, so a number field added later without validation fails here.
+    base = _REQUIRED.get(model.__name__, {})
+    for bad in (True, math.nan, math.inf, "1"):
+        with pytest.raises(ValidationError) as caught:
+            model(**{**base, field: bad})
+        assert _field_named(caught.value, field)
+
+
+def test_the_enumeration_found_the_parameter_objects() -> None:
+    names = {f"{m.__name__}.{f}" for m, f in NUMBER_FIELDS_EVERYWHERE}
+    assert {"RetrievalWeights.recency_floor", "AffectControls.token_floor", "Mood.valence"} <= names
+    assert len(names) > 60
