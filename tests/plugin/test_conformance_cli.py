@@ -116,6 +116,22 @@ REFUSALS: dict[str, tuple[str | None, str]] = {
         _kernel_text(_good_case(), extra=', "_meta": {"cases": 1}'),
         "duplicate field '_meta'",
     ),
+    "a directory": (None, "cannot be read"),
+    "not UTF-8": (None, "cannot be read"),
+    "meta count as text": (
+        '{"_meta": {"cases": "1"}, "affect_control": {"mood_octant": []}}',
+        "expected an integer",
+    ),
+    "infinity": (
+        _kernel_text('{"in": {"valence": Infinity, "arousal": 0, "dominance": 0}, "out": "x"}'),
+        "Infinity",
+    ),
+    "unknown trace event field": (
+        '{"_meta": {"traces": 1}, "traces": [{"name": "t", "initial": {"mood": {"valence": 0, '
+        '"arousal": 0, "dominance": 0}, "personality": {}, "baseline_valence": 0}, "steps": '
+        '[{"event": {"intent": "CASUAL", "message": "", "mood": 1}, "expected": {}}]}]}',
+        "unknown field 'mood'",
+    ),
     "trace fixture with an unknown initial field": (
         '{"_meta": {"traces": 1}, "traces": [{"name": "t", "initial": {"mood": {"valence": 0, '
         '"arousal": 0, "dominance": 0}, "personality": {}, "baseline_valence": 0, "x": 1}, '
@@ -128,7 +144,11 @@ REFUSALS: dict[str, tuple[str | None, str]] = {
 def _write_refusal(tmp_path: Path, name: str) -> tuple[Path, str]:
     text, problem = REFUSALS[name]
     path = tmp_path / "bad.json"
-    if text is not None:
+    if name == "a directory":
+        path.mkdir()
+    elif name == "not UTF-8":
+        path.write_bytes(b'{"_meta": {"cases": 0}, "x": "\xff"}')
+    elif text is not None:
         path.write_text(text, encoding="utf-8")
     return path, problem
 
