@@ -39,11 +39,12 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import StringConstraints, ValidationError
 
+from kernel.batch import rank_batch, score_batch
 from kernel.bounds import PositiveInt, SignedUnit, check_int
 from kernel.errors import AffectMemoryError, InvalidInputError
 from kernel.models import MAX_TEXT_CHARS, FrozenModel, MemoryCandidate
 from kernel.protocols import RetrievalInput
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights, rank_candidates
+from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 from plugin.chroma_client import PathLock, StoreLocation, open_client, parse_location
 from plugin.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 from plugin.errors import (
@@ -248,18 +249,66 @@ def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-def _to_candidates(
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """One query's rows, checked, as columns: what both candidates and recall are built from."""
+
+    ids: list[str]
+    texts: list[str]
+    timestamps: list[str]
+    distances: np.ndarray
+    epochs: np.ndarray
+    significance: np.ndarray
+    valences: np.ndarray
+    recall_counts: np.ndarray
+    episodes: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def candidates(self) -> list[MemoryCandidate]:
+        """The rows as kernel candidates, without re-validating them.
+
+        ``model_construct`` skips pydantic on the hot path: every field was validated by
+        ``MemoryRecord`` when it was written, and ``_to_rows`` re-checked the columns.
+        """
+        construct = MemoryCandidate.model_construct
+        distances = self.distances.tolist()
+        significance = self.significance.tolist()
+        valences = self.valences.tolist()
+        counts = self.recall_counts.tolist()
+        episodes = self.episodes.tolist()
+        return [
+            construct(
+                id=self.ids[i],
+                text=self.texts[i],
+                distance=distances[i],
+                timestamp=self.timestamps[i],
+                significance=significance[i],
+                recall_count=counts[i],
+                episode=episodes[i],
+                emotional_valence=valences[i],
+            )
+            for i in range(len(self.ids))
+        ]
+
+
+_EMPTY = np.zeros(0, dtype=np.float64)
+
+
+def _to_rows(
     ids: Sequence[str],
     documents: Sequence[str | None],
     metadatas: Sequence[Mapping[str, Any] | None],
     distances: Sequence[float],
     user_id: str,
-) -> list[MemoryCandidate]:
-    """Map one query's columnar Chroma result into candidates, checked column by column.
+) -> _Rows:
+    """The one mapper from one query's columnar Chroma result, checked column by column.
 
-    ``model_construct`` skips pydantic on the hot path: every field was validated by
-    ``MemoryRecord`` when it was written (timestamps normalized once, to canonical UTC ISO),
-    and the cheap checks below still refuse rows some other writer left malformed.
+    Rows were validated whole when written (``MemoryRecord``); these cheap checks still refuse
+    a row of another user (``IsolationError``), distances outside [0, 2] beyond float noise,
+    and rows some other writer left without or with malformed affect metadata. Timestamps
+    are not parsed: the epoch float stored at write time feeds the scorer.
     """
     count = len(ids)
     if not len(documents) == len(metadatas) == len(distances) == count:
@@ -268,7 +317,8 @@ def _to_candidates(
             f"{len(metadatas)} metadatas, {len(distances)} distances"
         )
     if count == 0:
-        return []
+        empty_ints = np.zeros(0, dtype=np.int64)
+        return _Rows([], [], [], _EMPTY, _EMPTY, _EMPTY, _EMPTY, empty_ints, _EMPTY.astype(bool))
     raw = np.asarray(distances, dtype=np.float64)
     if not np.isfinite(raw).all() or raw.min() < -DISTANCE_NOISE or raw.max() > 2 + DISTANCE_NOISE:
         bad = next(d for d in raw.tolist() if not -DISTANCE_NOISE <= d <= 2 + DISTANCE_NOISE)
@@ -276,7 +326,6 @@ def _to_candidates(
             f"Chroma returned a distance of {bad!r} outside the cosine range [0, 2]; "
             "is the collection really cosine?"
         )
-    clamped = np.clip(raw, 0.0, 2.0).tolist()
     try:
         owners = [meta["user_id"] for meta in metadatas]  # type: ignore[index]
         significance = [meta["significance"] for meta in metadatas]  # type: ignore[index]
@@ -284,6 +333,7 @@ def _to_candidates(
         recalls = [meta["recall_count"] for meta in metadatas]  # type: ignore[index]
         episodes = [meta["episode"] for meta in metadatas]  # type: ignore[index]
         stamps = [meta["timestamp"] for meta in metadatas]  # type: ignore[index]
+        epochs = [meta["timestamp_epoch"] for meta in metadatas]  # type: ignore[index]
     except (KeyError, TypeError) as error:
         raise StoreError(
             f"a memory lacks the affect-memory metadata key {error}; was the collection "
@@ -295,8 +345,12 @@ def _to_candidates(
             f"Chroma returned memory {ids[intruder]!r} of another user for a query scoped to "
             f"{user_id!r}; nothing was returned"
         )
-    sig = np.asarray(significance, dtype=np.float64)
-    val = np.asarray(valence, dtype=np.float64)
+    try:
+        sig = np.asarray(significance, dtype=np.float64)
+        val = np.asarray(valence, dtype=np.float64)
+        moments = np.asarray(epochs, dtype=np.float64)
+    except (TypeError, ValueError):
+        sig = val = moments = np.full(count, np.nan)
     if (
         not all(type(n) is int and n >= 0 for n in recalls)
         or not all(type(flag) is bool for flag in episodes)
@@ -304,25 +358,24 @@ def _to_candidates(
         or not all(type(text) is str and len(text) <= MAX_TEXT_CHARS for text in documents)
         or not (np.isfinite(sig).all() and sig.min() >= 0.0 and sig.max() <= 1.0)
         or not (np.isfinite(val).all() and val.min() >= -1.0 and val.max() <= 1.0)
+        or not np.isfinite(moments).all()
     ):
         raise StoreError(
             "a stored memory has malformed affect metadata (recall_count, episode, timestamp, "
-            "text, significance or emotional_valence); re-ingest it through affect-memory"
+            "text, significance, emotional_valence or timestamp_epoch); re-ingest it through "
+            "affect-memory"
         )
-    construct = MemoryCandidate.model_construct
-    return [
-        construct(
-            id=ids[i],
-            text=documents[i],
-            distance=clamped[i],
-            timestamp=stamps[i],
-            significance=float(significance[i]),
-            recall_count=recalls[i],
-            episode=episodes[i],
-            emotional_valence=float(valence[i]),
-        )
-        for i in range(count)
-    ]
+    return _Rows(
+        ids=list(ids),
+        texts=list(documents),  # type: ignore[arg-type]
+        timestamps=stamps,
+        distances=np.clip(raw, 0.0, 2.0),
+        epochs=moments,
+        significance=sig,
+        valences=val,
+        recall_counts=np.asarray(recalls, dtype=np.int64),
+        episodes=np.asarray(episodes, dtype=bool),
+    )
 
 
 def _directory_size(path: Path) -> int:
@@ -334,6 +387,67 @@ def _directory_size(path: Path) -> int:
             except OSError:
                 continue
     return total
+
+
+def _rank(
+    rows: _Rows,
+    now: datetime,
+    mood_valence: float,
+    limit: int,
+    congruence_on: bool,
+    weights: RetrievalWeights,
+) -> tuple[RecallHit, ...]:
+    """Score the rows with the kernel's columnar scorer (stored epochs, no ISO parsing) and cut.
+
+    ``kernel.batch`` reproduces ``rank_candidates`` (same order, same tie rule); ages come
+    from epoch floats here, so a score may differ from the scalar path in the last bits.
+    """
+    if not len(rows):
+        return ()
+    scores = score_batch(
+        rows.distances,
+        timestamps=rows.epochs,
+        now=now,
+        significance=rows.significance,
+        recall_counts=rows.recall_counts,
+        episodes=rows.episodes,
+        memory_valences=rows.valences,
+        mood_valence=mood_valence,
+        congruence_on=congruence_on,
+        weights=weights,
+    )
+    order = rank_batch(rows.ids, scores.score, limit).tolist()
+    columns = (
+        scores.score.tolist(),
+        rows.distances.tolist(),
+        scores.similarity.tolist(),
+        scores.recency.tolist(),
+        scores.salience.tolist(),
+        scores.congruence.tolist(),
+        scores.episode_bonus.tolist(),
+        rows.significance.tolist(),
+        rows.recall_counts.tolist(),
+        rows.valences.tolist(),
+    )
+    score, distance, similarity, recency, salience, congruence, bonus, sig, counts, val = columns
+    return tuple(
+        RecallHit(
+            id=rows.ids[i],
+            text=rows.texts[i],
+            score=score[i],
+            distance=distance[i],
+            similarity=similarity[i],
+            recency=recency[i],
+            salience=salience[i],
+            congruence=congruence[i],
+            episode=bonus[i],
+            timestamp=rows.timestamps[i],
+            significance=sig[i],
+            recall_count=counts[i],
+            emotional_valence=val[i],
+        )
+        for i in order
+    )
 
 
 class UserRetriever:
@@ -567,7 +681,7 @@ class ChromaMemory:
     def _embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         return check_embeddings(self._embedder.embed_documents(list(queries)), len(queries))
 
-    def _query(self, vectors: np.ndarray, user_id: str, n: int) -> list[list[MemoryCandidate]]:
+    def _query(self, vectors: np.ndarray, user_id: str, n: int) -> list[_Rows]:
         """The one query path: nearest ``n`` of ``user_id``'s memories for each vector."""
         user_id = _check_user(user_id)
         with self._backend("query memories"):
@@ -584,7 +698,7 @@ class ChromaMemory:
             result["distances"],
             strict=True,
         )
-        return [_to_candidates(*column, user_id) for column in columns]
+        return [_to_rows(*column, user_id) for column in columns]
 
     def candidates(
         self, query: str, user_id: str, *, candidates: int = DEFAULT_CANDIDATES
@@ -594,7 +708,7 @@ class ChromaMemory:
             raise InvalidInputError(f"query must be a non-empty string, got {query!r}")
         user_id = _check_user(user_id)
         n = self._check_candidates(candidates)
-        return tuple(self._query(self._embed_queries([query]), user_id, n)[0])
+        return tuple(self._query(self._embed_queries([query]), user_id, n)[0].candidates())
 
     async def retrieve(
         self,
@@ -671,41 +785,20 @@ class ChromaMemory:
         by_user: dict[str, list[int]] = {}
         for index, query in enumerate(checked):
             by_user.setdefault(query.user_id, []).append(index)
-        found: dict[int, list[MemoryCandidate]] = {}
+        found: dict[int, _Rows] = {}
         for user_id, indices in by_user.items():
             for index, rows in zip(indices, self._query(vectors[indices], user_id, n), strict=True):
                 found[index] = rows
         stamp = moment.astimezone(UTC).isoformat(timespec="microseconds")
-        results = []
-        for index, query in enumerate(checked):
-            ranked = rank_candidates(
-                found[index],
-                moment,
-                query.mood_valence,
-                limit=top_k,
-                congruence_on=congruence_on,
-                weights=weights,
+        return [
+            RecallResult(
+                query.query,
+                query.user_id,
+                stamp,
+                _rank(found[index], moment, query.mood_valence, top_k, congruence_on, weights),
             )
-            hits = tuple(
-                RecallHit(
-                    id=item.candidate.id,
-                    text=item.candidate.text,
-                    score=item.score,
-                    distance=item.candidate.distance,
-                    similarity=item.similarity,
-                    recency=item.recency,
-                    salience=item.salience,
-                    congruence=item.congruence,
-                    episode=item.episode_bonus,
-                    timestamp=item.candidate.timestamp,
-                    significance=item.candidate.significance,
-                    recall_count=item.candidate.recall_count,
-                    emotional_valence=item.candidate.emotional_valence,
-                )
-                for item in ranked
-            )
-            results.append(RecallResult(query.query, query.user_id, stamp, hits))
-        return results
+            for index, query in enumerate(checked)
+        ]
 
     # ------------------------------------------------------------------ reads and deletes
 

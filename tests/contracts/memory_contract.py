@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kernel import AffectState, InvalidInputError, MemoryCandidate
+from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candidates
 from kernel.protocols import MemoryRetriever, RetrievalInput
 from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory
 from plugin.errors import RecordError, TimestampError
@@ -283,6 +283,22 @@ class MemoryContract:
         assert result.results[0].id == "alice-home-new"
         assert memory.get(["alice-home-new"])[0].recall_count == 0  # recall is read-only
 
+    def test_recall_ranks_exactly_as_the_kernel_ranks_the_candidates(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        for user, mood in (("alice", 0.0), ("bob", -0.7), ("carmen", 0.5)):
+            query = "What happened that made me feel this way?"
+            hits = memory.recall(query, user, mood, now=REFERENCE, top_k=20).results
+            pool = memory.candidates(query, user)
+            expected = rank_candidates(pool, REFERENCE, mood, limit=20)
+            assert [h.id for h in hits] == [e.candidate.id for e in expected]
+            for hit, item in zip(hits, expected, strict=True):
+                assert hit.score == pytest.approx(item.score, abs=1e-12)
+                assert (hit.recency, hit.congruence) == pytest.approx(
+                    (item.recency, item.congruence), abs=1e-12
+                )
+
     def test_mood_congruence_reaches_the_ranking(self, memory: ChromaMemory) -> None:
         memory.add(
             [
@@ -312,8 +328,12 @@ class MemoryContract:
         for probe, result in zip(probes, ranked, strict=True):
             user = probe["user_id"]
             order = [hit.id for hit in result.results]
-            distance_order = [c.id for c in memory.candidates(probe["query"], user, candidates=64)]
-            foreign += sum(owners[i] != user for i in order + distance_order)
+            # Every row of the user came back (at most 14 < 64), so Chroma's order is the
+            # same rows sorted by distance.
+            assert len(order) == sum(owner == user for owner in owners.values())
+            by_distance = sorted(result.results, key=lambda hit: (hit.distance, hit.id))
+            distance_order = [hit.id for hit in by_distance]
+            foreign += sum(owners[i] != user for i in order)
             reranked[user] = reranked.get(user, 0) + (
                 order.index(probe["current"]) < order.index(probe["stale"])
             )

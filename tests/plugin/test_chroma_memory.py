@@ -15,7 +15,7 @@ import pytest
 from chromadb.config import Settings
 
 from plugin.chroma_client import LOCK_FILE, parse_location
-from plugin.chroma_memory import ChromaMemory, _to_candidates
+from plugin.chroma_memory import ChromaMemory, _to_rows
 from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.errors import (
     IsolationError,
@@ -263,6 +263,7 @@ def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, lis
         {
             "user_id": owner,
             "timestamp": "2026-06-01T12:00:00.000000+00:00",
+            "timestamp_epoch": 1780315200.0,
             "significance": 0.5,
             "emotional_valence": 0.0,
             "recall_count": 0,
@@ -273,33 +274,45 @@ def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, lis
     return ids, [f"text {i}" for i in ids], metas, distances
 
 
+def _candidates(*columns: object) -> list:
+    return _to_rows(*columns).candidates()  # type: ignore[arg-type]
+
+
 def test_the_mapper_clamps_float_noise_and_refuses_real_out_of_range_distances() -> None:
-    (a, b) = _to_candidates(*_columns([-2.4e-7, 2.0000004], ["u", "u"]), "u")
+    (a, b) = _candidates(*_columns([-2.4e-7, 2.0000004], ["u", "u"]), "u")
     assert (a.distance, b.distance) == (0.0, 2.0)
     for bad in (-0.01, 2.5, float("nan"), float("inf")):
         with pytest.raises(StoreError, match="outside the cosine range"):
-            _to_candidates(*_columns([0.1, bad], ["u", "u"]), "u")
+            _candidates(*_columns([0.1, bad], ["u", "u"]), "u")
 
 
 def test_the_mapper_refuses_a_row_of_another_user() -> None:
     with pytest.raises(IsolationError, match="'m1' of another user"):
-        _to_candidates(*_columns([0.1, 0.2], ["ann", "anna"]), "ann")
+        _candidates(*_columns([0.1, 0.2], ["ann", "anna"]), "ann")
 
 
 def test_the_mapper_refuses_rows_other_tools_wrote() -> None:
     ids, docs, metas, dists = _columns([0.1], ["u"])
     with pytest.raises(StoreError, match="lacks the affect-memory metadata key 'recall_count'"):
-        _to_candidates(
+        _candidates(
             ids, docs, [{k: v for k, v in metas[0].items() if k != "recall_count"}], dists, "u"
         )
-    for key, value in (("recall_count", 1.0), ("episode", 1), ("significance", 1.5)):
+    malformed = (
+        ("recall_count", 1.0),
+        ("episode", 1),
+        ("significance", 1.5),
+        ("significance", "high"),
+        ("timestamp_epoch", float("nan")),
+        ("timestamp", 0),
+    )
+    for key, value in malformed:
         with pytest.raises(StoreError, match="malformed affect metadata"):
-            _to_candidates(ids, docs, [{**metas[0], key: value}], dists, "u")
+            _candidates(ids, docs, [{**metas[0], key: value}], dists, "u")
     with pytest.raises(StoreError, match="ragged"):
-        _to_candidates(ids, docs, metas, [0.1, 0.2], "u")
-    assert _to_candidates([], [], [], [], "u") == []
+        _candidates(ids, docs, metas, [0.1, 0.2], "u")
+    assert _candidates([], [], [], [], "u") == []
 
 
 def test_the_mapper_returns_plain_python_values() -> None:
-    (candidate,) = _to_candidates(*_columns(list(np.array([0.25], dtype=np.float32)), ["u"]), "u")
+    (candidate,) = _candidates(*_columns(list(np.array([0.25], dtype=np.float32)), ["u"]), "u")
     assert type(candidate.distance) is float and candidate.distance == 0.25
