@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "stats",
     "classify",
     "mcp",
+    "chat",
     "conformance",
     "bench",
 )

@@ -1,0 +1,215 @@
+"""``affect-memory chat``: an interactive conversation through the engine, memory and a real model.
+
+Each line read from stdin is one turn: the embedding gate classifies it, Chroma retrieves the
+user's memories, the kernel ranks and appraises, the OpenAI-compatible endpoint streams the
+reply to stdout, and the SQLite store commits the turn; the turn's memory writes go through
+the outbox (pending ones from an earlier run are replayed first). A failed turn prints one line
+on stderr and commits nothing; the conversation goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from kernel.errors import AffectMemoryError, InvalidInputError
+from plugin.commands._memory import add_store_arguments, default_data_dir, open_memory
+
+__all__ = ["MODEL_ENV", "MODEL_URL_ENV", "ChatConfigError", "register", "run"]
+
+MODEL_URL_ENV = "AFFECT_MEMORY_MODEL_URL"
+"""Environment variable read when ``--model-url`` is not given."""
+
+MODEL_ENV = "AFFECT_MEMORY_MODEL"
+"""Environment variable read when ``--model`` is not given."""
+
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+"""Read for an API key when ``--api-key-env`` is not given; unset means no key."""
+
+QUIT = frozenset({"/quit", "/exit"})
+
+_HOW = (
+    "e.g. --model-url http://127.0.0.1:11434/v1 --model llama3.1 for Ollama, or the /v1 URL of "
+    "a vLLM or llama.cpp server"
+)
+
+
+class ChatConfigError(InvalidInputError):
+    """The chat cannot start: no model endpoint, no model name, or a missing API key."""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``chat`` sub-command."""
+    parser = commands.add_parser(
+        "chat",
+        help="chat through the engine with Chroma memory and an OpenAI-compatible model",
+        description=(
+            "Read one message per line from stdin and stream each reply to stdout. Every turn "
+            "runs the embedding intent gate, retrieval from the user's memories, kernel "
+            "ranking and appraisal, generation at --model-url, and one commit to "
+            "DATA_DIR/state.db; the user's messages become memories. A failed turn is "
+            "reported on stderr and not committed. End with /quit or end of input."
+        ),
+    )
+    parser.add_argument(
+        "--model-url",
+        metavar="URL",
+        help=f"an OpenAI-compatible base URL ending in /v1 (default ${MODEL_URL_ENV}); {_HOW}",
+    )
+    parser.add_argument("--model", metavar="NAME", help=f"the model name (default ${MODEL_ENV})")
+    parser.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help=f"environment variable holding the API key (default {DEFAULT_KEY_ENV}, if set)",
+    )
+    parser.add_argument("--user-id", default="me", help="whose memories (default 'me')")
+    parser.add_argument(
+        "--conversation-id", metavar="ID", help="the conversation (default USER_ID-chat)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds to wait for the endpoint to connect or send more (default 60)",
+    )
+    add_store_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _settings(args: argparse.Namespace) -> tuple[str, str, str | None]:
+    """The endpoint, the model name and the API key, or a one-line ``ChatConfigError``."""
+    url = args.model_url or os.environ.get(MODEL_URL_ENV)
+    if not url:
+        raise ChatConfigError(
+            f"no model endpoint: pass --model-url URL --model NAME ({_HOW}), "
+            f"or set {MODEL_URL_ENV} and {MODEL_ENV}"
+        )
+    model = args.model or os.environ.get(MODEL_ENV)
+    if not model:
+        raise ChatConfigError(
+            f"no model name for {url}: pass --model NAME (e.g. llama3.1) or set {MODEL_ENV}"
+        )
+    if args.api_key_env is None:
+        return url, model, os.environ.get(DEFAULT_KEY_ENV) or None
+    key = os.environ.get(args.api_key_env)
+    if not key:
+        raise ChatConfigError(f"--api-key-env names {args.api_key_env}, which is not set")
+    return url, model, key
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the conversation until /quit or end of input."""
+    url, model_name, api_key = _settings(args)
+    if not isinstance(args.user_id, str) or not args.user_id.strip():
+        raise ChatConfigError(f"--user-id must be a non-empty string, got {args.user_id!r}")
+    conversation = args.conversation_id or f"{args.user_id}-chat"
+    from plugin.embeddings import SentenceTransformerEmbedder
+    from plugin.gate import EmbeddingIntentGate
+    from plugin.openai_adapter import OpenAICompatibleModel
+
+    # Built before anything heavy loads, so a bad URL or timeout is refused at once. The
+    # embedder is lazy, and the memory's own embedder shares the one loaded model.
+    gate = EmbeddingIntentGate(SentenceTransformerEmbedder())
+    model = OpenAICompatibleModel(url, model_name, api_key, gate=gate, timeout=args.timeout)
+    with open_memory(args, create=True) as memory:
+        return asyncio.run(
+            _converse(
+                memory,
+                model,
+                args.data_dir or default_data_dir(),
+                user_id=args.user_id,
+                conversation_id=conversation,
+                lines=sys.stdin,
+                out=sys.stdout,
+                err=sys.stderr,
+            )
+        )
+
+
+async def _converse(
+    memory: Any,
+    model: Any,
+    data_dir: Path,
+    *,
+    user_id: str,
+    conversation_id: str,
+    lines: TextIO,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    from kernel.engine import AffectEngine
+    from plugin.sqlite_store import SQLiteStateStore
+    from plugin.turn_memory import MemoryTurnEffects
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStateStore(data_dir / "state.db")
+    effects = MemoryTurnEffects(memory, user_id=user_id)
+    try:
+        async with model:
+            replay = await effects.replay_pending(store)
+            if replay.applied or replay.failed:
+                print(
+                    f"replayed {replay.applied} pending memory write(s)"
+                    + (f"; {replay.failed} still failing" if replay.failed else ""),
+                    file=err,
+                )
+            engine = AffectEngine(
+                model=model,
+                store=store,
+                conversation_id=conversation_id,
+                retriever=memory.retriever_for(user_id),
+                effects=[effects],
+                user_id=user_id,
+            )
+            print(
+                f"chatting as {user_id!r} in {conversation_id!r} with {model.model} at "
+                f"{model.base_url}; end with /quit or Ctrl-D",
+                file=err,
+                flush=True,
+            )
+            committed = await _loop(engine, lines, out, err)
+    finally:
+        store.close()
+    print(f"{committed} turn(s) committed to {data_dir / 'state.db'}", file=err)
+    return 0
+
+
+async def _loop(engine: Any, lines: TextIO, out: TextIO, err: TextIO) -> int:
+    """Run one turn per input line; returns how many turns were committed."""
+    interactive = lines.isatty()
+    committed = 0
+    while True:
+        if interactive:
+            print("you> ", end="", file=err, flush=True)
+        line = await asyncio.to_thread(lines.readline)
+        if not line:
+            return committed
+        text = line.strip()
+        if not text:
+            continue
+        if text in QUIT:
+            return committed
+        streamed = [False]
+
+        def show(chunk: str, streamed: list[bool] = streamed) -> None:
+            streamed[0] = True
+            out.write(chunk)
+            out.flush()
+
+        try:
+            await engine.turn(text, on_token=show)
+        except AffectMemoryError as error:
+            if streamed[0]:
+                out.write("\n")
+                out.flush()
+            detail = " ".join(str(error).split())
+            print(f"affect-memory chat: {detail} (turn not committed)", file=err, flush=True)
+            continue
+        out.write("\n")
+        out.flush()
+        committed += 1

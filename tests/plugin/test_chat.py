@@ -1,0 +1,137 @@
+"""``affect-memory chat``: the missing-endpoint message, and real turns against a loopback model.
+
+The round trip spawns the real command, which loads the real model, opens embedded Chroma and
+SQLite in a temporary directory and streams from a loopback chat-completions server (the one
+the adapter tests use) that records every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from plugin.chroma_memory import ChromaMemory
+from plugin.cli import main
+from plugin.commands.chat import MODEL_ENV, MODEL_URL_ENV
+from plugin.embeddings import SentenceTransformerEmbedder
+from tests.plugin.test_openai_adapter import ChatServer, Reply, json_reply, stream_of
+
+ROOT = Path(__file__).resolve().parents[2]
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def test_without_an_endpoint_it_says_what_to_configure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.delenv(MODEL_URL_ENV, raising=False)
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    assert main(["chat", "--data-dir", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith("affect-memory chat: no model endpoint")
+    assert "--model-url http://127.0.0.1:11434/v1 --model llama3.1" in line
+    assert "vLLM" in line and "llama.cpp" in line and MODEL_URL_ENV in line
+    assert not (tmp_path / "state.db").exists(), "nothing is opened before the check"
+
+
+def test_a_url_without_a_model_name_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv(MODEL_URL_ENV, "http://127.0.0.1:9/v1")
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    assert main(["chat", "--data-dir", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "no model name for http://127.0.0.1:9/v1: pass --model NAME" in line
+
+
+def _messages(db: Path, conversation_id: str) -> list[tuple[str, str]]:
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            "SELECT role, content FROM messages WHERE conversation_id = ? ORDER BY seq",
+            (conversation_id,),
+        ).fetchall()
+
+
+async def test_a_conversation_streams_replies_and_commits_each_turn(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    server = ChatServer()
+    await server.start()
+    server.script(
+        Reply(pieces=stream_of("Hello", " Alice,", " nice to meet you.")),
+        json_reply({"error": {"message": "the model is overloaded"}}, status="503 Unavailable"),
+        Reply(pieces=stream_of("Your cat", " is called Miso.")),
+    )
+    env = {key: value for key, value in os.environ.items() if key not in PROXIES}
+    env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False", NO_PROXY="127.0.0.1")
+    lines = [
+        "Hi, I'm Alice and I just adopted a grey cat called Miso.",
+        "Can you hear me?",
+        "What is my cat called?",
+    ]
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "plugin.cli",
+            "chat",
+            "--model-url",
+            server.base_url,
+            "--model",
+            "test-model",
+            "--user-id",
+            "alice",
+            "--data-dir",
+            str(tmp_path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+        )
+        stdout, stderr = await asyncio.wait_for(
+            process.communicate(("\n".join(lines) + "\n").encode()), timeout=240
+        )
+    finally:
+        await server.stop()
+    out, err = stdout.decode(), stderr.decode()
+    assert process.returncode == 0, err
+    assert out.splitlines() == ["Hello Alice, nice to meet you.", "Your cat is called Miso."]
+    failures = [line for line in err.splitlines() if "not committed" in line]
+    assert len(failures) == 1 and "503" in failures[0] and "overloaded" in failures[0]
+    assert "Traceback" not in err
+    assert "2 turn(s) committed" in err
+
+    assert _messages(tmp_path / "state.db", "alice-chat") == [
+        ("user", lines[0]),
+        ("assistant", "Hello Alice, nice to meet you."),
+        ("user", lines[2]),
+        ("assistant", "Your cat is called Miso."),
+    ], "the failed turn left the transcript unchanged"
+
+    assert len(server.requests) == 3
+    first, _, last = (request.body for request in server.requests)
+    assert first["model"] == "test-model" and first["stream"] is True
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["messages"][-1]["content"] == lines[0]
+    assert lines[0] not in first["messages"][0]["content"]
+    # The last turn sees the committed first turn as history, and its recalled memory (the
+    # first message, written through the outbox) as a separate, untrusted data message.
+    roles = [m["role"] for m in last["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "user"
+    assert last["messages"][-1]["content"] == lines[2]
+    evidence = last["messages"][-2]["content"]
+    assert "<untrusted_data>" in evidence and "grey cat called Miso" in evidence
+    assert "Miso" not in last["messages"][0]["content"], "evidence never enters the system prompt"
+    assert 0 < last["max_tokens"] <= 1024
+
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        texts = {hit.text for hit in memory.recall("cat", "alice", top_k=10).results}
+    assert texts == {lines[0], lines[2]}, "each committed user message became a memory"
+
