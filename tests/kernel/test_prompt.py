@@ -157,7 +157,9 @@ def test_fair_share_uses_integer_division_of_what_remains() -> None:
 def test_untrusted_context_respects_every_bound_and_keeps_rank_order(
     memories: list[str], thought: str | None, first_turn: bool
 ) -> None:
+    before = list(memories)
     context = build_untrusted_context(memories, thought, first_turn=first_turn)
+    assert memories == before
     assert context.total_chars() <= 8000
     assert all(0 < len(text) <= 2000 for text in context.memory_texts)
     assert len(context.carried_thought or "") <= 2000
