@@ -210,6 +210,13 @@ class MemoryContract:
 
     # ---------------------------------------------------------------- retrieval
 
+    def test_a_user_without_memories_gets_nothing(self, memory: ChromaMemory) -> None:
+        assert memory.recall("anything", "nobody", now=REFERENCE).results == ()
+        memory.add([record("m1", "I keep bees.", user="somebody")])
+        assert memory.recall("bees", "nobody", now=REFERENCE).results == ()
+        assert asyncio.run(memory.retriever_for("nobody").retrieve(request("bees"))) == ()
+        assert memory.count("nobody") == 0 and memory.recall_many([], now=REFERENCE) == []
+
     def test_the_retriever_satisfies_the_kernel_protocol_and_over_fetches(
         self, memory: ChromaMemory
     ) -> None:

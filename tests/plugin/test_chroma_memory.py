@@ -15,7 +15,7 @@ import pytest
 from chromadb.config import Settings
 
 from plugin.chroma_client import LOCK_FILE, parse_location
-from plugin.chroma_memory import ChromaMemory, _to_rows
+from plugin.chroma_memory import PROGRESS_MIN, ChromaMemory, _to_rows
 from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.errors import (
     IsolationError,
@@ -62,6 +62,19 @@ class TestEmbedded(MemoryContract):
         reopened = make_memory(create=False)
         assert [r.text for r in reopened.get(["m1"])] == ["I keep bees."]
         assert reopened.stats().size_bytes > 0
+
+
+    def test_a_large_write_shows_progress_only_when_asked(
+        self, make_memory: MemoryFactory, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        memory = make_memory()
+        batch = [record(f"m{i}", f"note {i}: water the plants") for i in range(PROGRESS_MIN)]
+        memory.add([record("small", "one note")], progress=True)  # below the threshold: no bar
+        assert capsys.readouterr().err == ""
+        memory.add(batch, progress=True)
+        assert f"{PROGRESS_MIN}/{PROGRESS_MIN}" in capsys.readouterr().err
+        memory.upsert(batch)  # not a TTY under pytest: no bar
+        assert capsys.readouterr().err == "" and memory.count() == PROGRESS_MIN + 1
 
 
 class TestInMemory(MemoryContract):
