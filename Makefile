@@ -26,7 +26,7 @@ demo: install
 	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/affect-memory demo
 
 conformance: install
-	$(BIN)/affect-memory conformance fixtures/*.json
+	$(BIN)/affect-memory conformance fixtures/kernel_cases.json fixtures/continuity_traces.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -264,9 +264,10 @@ def _stage_label(ordinal: int) -> str:
 def _flat_state(data: Mapping[str, Any]) -> AffectState:
     if "stage" in data and "stage_int" in data:
         raise FixtureError("give either 'stage' or 'stage_int', not both")
-    stage = data.get("stage") or (
-        _stage_label(data["stage_int"]) if "stage_int" in data else "stranger"
-    )
+    if "stage" in data:
+        stage = data["stage"]
+    else:
+        stage = _stage_label(data["stage_int"]) if "stage_int" in data else "stranger"
     return AffectState(
         mood=Mood(**{key: data[key] for key in PAD if key in data}),
         personality=_personality(data),
