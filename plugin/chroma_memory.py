@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -94,7 +95,7 @@ PROGRESS_MIN = 200
 """Smallest write that shows a progress bar."""
 
 _WRITE_CHUNK = 512
-_CHROMA_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$"
+_CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
 
 UserId = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=512)]
 
@@ -490,13 +491,13 @@ class ChromaMemory:
         create: bool = True,
         progress: bool | None = None,
     ) -> None:
-        import re
-
-        if not isinstance(collection, str) or not re.match(_CHROMA_NAME, collection):
+        if not isinstance(collection, str) or not _CHROMA_NAME.match(collection):
             raise StoreError(
                 "collection name must be 3-512 characters from [A-Za-z0-9._-], starting and "
                 f"ending with a letter or digit, got {collection!r}"
             )
+        if not isinstance(hnsw, HnswParams):
+            raise StoreError(f"hnsw must be HnswParams, got {hnsw!r}")
         self._location: StoreLocation = parse_location(location)
         self._name = collection
         self._embedder: Embedder = (
