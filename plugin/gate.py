@@ -456,11 +456,12 @@ class EmbeddingIntentGate:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         from plugin.embeddings import check_embeddings
+        from plugin.errors import EmbeddingError
 
         vectors = check_embeddings(self._get_embedder().embed_documents(texts), len(texts))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not np.all(norms > 0):
-            raise InvalidInputError("the embedder returned a zero vector")
+            raise EmbeddingError("the embedder returned a zero vector; it cannot be compared")
         result: np.ndarray = vectors / norms
         return result
 
@@ -525,6 +526,8 @@ class EmbeddingIntentGate:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidInputError(f"texts[{i}] must be a string, got {text!r}")
+        if not texts:
+            return []
         index = self._get_index()
         labels = index.labels
         casual = labels.index("CASUAL")

@@ -231,6 +231,7 @@ def test_exemplars_are_embedded_once_and_only_when_first_needed(embedder: Any) -
         label: [f"{label.lower()} one", f"{label.lower()} two"] for label in BUILTIN_INTENTS
     }
     gate = EmbeddingIntentGate(embedder=counting, exemplars=exemplars)
+    assert gate.classify_many([]) == []
     assert counting.batches == []
     gate.classify("hello")
     gate.classify_many(["hi", "how do magnets work?"])
