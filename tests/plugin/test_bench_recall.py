@@ -1,0 +1,79 @@
+"""``affect-memory bench recall --quick --json`` reports stages and recall (timings unchecked)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from contextlib import redirect_stdout
+from typing import Any
+
+import pytest
+
+from plugin.bench.recall import format_report
+from plugin.chroma_memory import DEFAULT_HNSW
+from plugin.cli import main
+
+STAGES = (
+    "embed_ms",
+    "query_ms",
+    "conversion_ms",
+    "rerank_ms",
+    "total_ms",
+    "total_excluding_embed_ms",
+)
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    """One quick JSON run shared by the module."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["bench", "recall", "--quick", "--json"]) == 0
+    parsed: dict[str, Any] = json.loads(out.getvalue())
+    return parsed
+
+
+def _positive_summary(summary: dict[str, float]) -> None:
+    assert set(summary) == {"median", "p95"}
+    assert math.isfinite(summary["median"]) and summary["median"] >= 0
+    assert summary["p95"] >= summary["median"]
+
+
+def test_quick_run_measures_one_thousand_memories_with_and_without_the_filter(
+    report: dict[str, Any],
+) -> None:
+    assert [(row["corpus"], row["n"], row["filter"]) for row in report["rows"]] == [
+        ("random", 1_000, "user"),
+        ("random", 1_000, "none"),
+    ]
+    assert report["candidates"] == 64 and report["users"] == 10
+    assert report["hnsw"] == DEFAULT_HNSW.model_dump()
+
+
+def test_the_filtered_row_splits_recall_into_positive_stages(report: dict[str, Any]) -> None:
+    row = report["rows"][0]
+    for key in STAGES:
+        _positive_summary(row[key])
+    assert row["embed_ms"]["median"] > 0 and row["query_ms"]["median"] > 0
+    assert row["total_ms"]["median"] >= row["total_excluding_embed_ms"]["median"]
+
+
+def test_recall_at_k_is_a_fraction(report: dict[str, Any]) -> None:
+    for row in report["rows"]:
+        assert 0.0 <= row["recall_at_k_min"] <= row["recall_at_k"] <= 1.0
+    _positive_summary(report["rows"][1]["query_ms"])
+
+
+def test_targets_name_only_what_the_run_measured(report: dict[str, Any]) -> None:
+    targets = report["targets"]
+    assert "met" not in targets["conversion_share"]  # no 10,000-memory row in a quick run
+    assert "met" not in targets["p95_at_100k"] and "met" not in targets["real_recall"]
+    build = report["builds"][0]
+    assert build["n"] == 1_000 and not build["reused"] and build["inserts_per_second"] > 0
+    assert report["machine"]["cpus"] >= 1
+
+
+def test_the_table_shows_each_stage(report: dict[str, Any]) -> None:
+    text = format_report(report)
+    assert "chroma" in text and "rerank" in text and "recall@64" in text and "1,000" in text
