@@ -123,7 +123,7 @@ class MemoryTools:
         self._policy = policy
         self._clock = clock
         self._base_tokens = base_tokens
-        # One Chroma client, used from worker threads: one operation at a time.
+        # One Chroma client and one embedder, used from worker threads: one call at a time.
         self._memory_lock = asyncio.Lock()
 
     async def _in_thread(self, work: Callable[[], Any]) -> Any:
@@ -204,7 +204,8 @@ class MemoryTools:
             chosen = normalize_intent(intent)
             gate: dict[str, Any] = {"source": "caller", "confidence": None, "should_retrieve": None}
         else:
-            prediction = await asyncio.to_thread(self._gate.classify, message)
+            # The gate and the memory share one embedder: one encoding at a time.
+            prediction = await self._in_thread(lambda: self._gate.classify(message))
             chosen = normalize_intent(prediction.intent)
             gate = {
                 "source": "embedding-gate",
