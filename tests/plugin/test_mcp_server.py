@@ -23,6 +23,8 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, Tool
 
+from kernel.affect import decoding_params, mood_octant
+from kernel.engine import DEFAULT_APPRAISAL_POLICY
 from kernel.models import AffectState
 from kernel.surfacing import build_presence_vector
 from plugin.mcp_server import TOOL_NAMES, memory_id
@@ -257,13 +259,21 @@ def test_appraise_commits_and_presence_reflects_it(client: McpClient, data_dir: 
     assert hurt["gate"]["source"] == "embedding-gate"
     assert 0.0 < hurt["gate"]["confidence"] <= 1.0
     mood = hurt["mood"]
+    expected = DEFAULT_APPRAISAL_POLICY.appraise(
+        AffectState(), "ABUSE", "You are useless and I can't stand you."
+    )
+    assert mood == expected.state.mood.model_dump(), "the reference appraisal of a fresh state"
     assert mood["valence"] < 0
+    assert hurt["octant"] == mood_octant(expected.state.mood)
+    assert hurt["emotions"] == {k: v for k, v in expected.active_emotions.items() if v > 0}
     assert set(hurt) >= {"intent", "mood", "octant", "emotions", "controls"}
     assert hurt["emotions"] and all(value > 0 for value in hurt["emotions"].values())
     controls = hurt["controls"]
     assert set(controls) == {"temperature", "top_p", "length_factor", "base_tokens", "max_tokens"}
     assert controls["base_tokens"] == 1024
     assert controls["max_tokens"] == max(180, round(1024 * controls["length_factor"]))
+    decoding = decoding_params(expected.state.mood)
+    assert (controls["temperature"], controls["top_p"]) == (decoding.temperature, decoding.top_p)
 
     after = client.ok("presence", {"conversation_id": "c-appraise"})
     assert after["affect"] == {key: round(value, 4) for key, value in mood.items()}
@@ -280,6 +290,8 @@ def test_appraise_commits_and_presence_reflects_it(client: McpClient, data_dir: 
     assert given["intent"] == "APOLOGY"
     assert given["gate"]["source"] == "caller"
     assert given["mood"]["valence"] > mood["valence"]
+    then = DEFAULT_APPRAISAL_POLICY.appraise(expected.state, "APOLOGY", "Sorry, that was unfair.")
+    assert given["mood"] == then.state.mood.model_dump(), "appraised on the committed state"
     assert _transcript(data_dir, "c-appraise") == [
         ("user", "You are useless and I can't stand you."),
         ("user", "Sorry, that was unfair."),
