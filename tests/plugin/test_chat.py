@@ -50,6 +50,17 @@ def test_a_url_without_a_model_name_is_refused(
     assert "no model name for http://127.0.0.1:9/v1: pass --model NAME" in line
 
 
+def test_an_api_key_variable_that_is_not_set_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    variable = "AFFECT_MEMORY_TEST_KEY"
+    monkeypatch.delenv(variable, raising=False)
+    argv = ["chat", "--model-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main([*argv, "--api-key-env", variable, "--data-dir", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"affect-memory chat: --api-key-env names {variable}, which is not set"
+
+
 def _messages(db: Path, conversation_id: str) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
