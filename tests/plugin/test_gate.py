@@ -145,7 +145,7 @@ def test_accuracy_on_the_labelled_set_is_at_least_090_overall_and_per_split(
     )
     assert report.total == len(rows)
     assert report.accuracy >= MIN_ACCURACY, report.errors
-    assert set(report.groups) == {"tune", "heldout"}
+    assert set(report.groups) == {"tune", "heldout", "stress"}
     for name, (correct, total) in report.groups.items():
         assert correct / total >= MIN_ACCURACY, name
     for label, values in report.per_intent().items():
