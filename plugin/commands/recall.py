@@ -33,7 +33,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--queries", type=Path, metavar="FILE.jsonl", help="batch of queries")
     parser.add_argument("--user-id", help="whose memories to search (required with QUERY)")
     parser.add_argument(
-        "--mood-valence", type=float, default=0.0, metavar="V", help="mood valence in [-1, 1]"
+        "--mood-valence",
+        type=float,
+        default=None,
+        metavar="V",
+        help="mood valence in [-1, 1] (default 0)",
     )
     parser.add_argument(
         "--now", metavar="ISO", help="the instant to score recency at (zoned; default now)"
@@ -105,14 +109,20 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError("give either QUERY (with --user-id) or --queries FILE.jsonl")
     if args.query is not None and not args.user_id:
         raise InvalidInputError("--user-id is required with QUERY: every recall is per user")
-    if args.queries is not None and args.user_id:
-        raise InvalidInputError("--user-id goes inside each line of --queries, not beside it")
+    if args.queries is not None and (args.user_id or args.mood_valence is not None):
+        raise InvalidInputError(
+            "--user-id and --mood-valence go inside each line of --queries, not beside it"
+        )
     now = normalize_timestamp(args.now, field="--now").moment if args.now else None
     if args.queries is not None:
         queries = _batch(args.queries)
     else:
         queries = [
-            {"query": args.query, "user_id": args.user_id, "mood_valence": args.mood_valence}
+            {
+                "query": args.query,
+                "user_id": args.user_id,
+                "mood_valence": 0.0 if args.mood_valence is None else args.mood_valence,
+            }
         ]
     with open_memory(args, create=False) as memory:
         results = memory.recall_many(queries, now=now, top_k=args.top, candidates=args.candidates)

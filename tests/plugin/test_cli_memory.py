@@ -259,6 +259,7 @@ def test_a_bad_line_exits_2_naming_it_and_nothing_is_written(
         (["recall", "q", "--user-id", "alice", "--candidates", "65"], "between 1 and 64"),
         (["recall", "q"], "--user-id is required"),
         (["recall"], "either QUERY"),
+        (["recall", "--queries", "q.jsonl", "--mood-valence", "0.5"], "inside each line"),
         (["recall", "q", "--user-id", "u", "--chroma", "localhost:8000"], "--chroma takes a"),
         (["recall", "q", "--user-id", "u", "--chroma", "http://127.0.0.1:9"], "cannot reach"),
         (["stats", "--collection", "nope"], "no collection 'nope'"),
