@@ -15,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from kernel.protocols import Message, OutboxItem
 from plugin.chroma_memory import ChromaMemory
 from plugin.cli import main
 from plugin.commands.chat import MODEL_ENV, MODEL_URL_ENV
 from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.records import MemoryRecord
+from plugin.sqlite_store import SQLiteStateStore
+from plugin.turn_memory import MEMORY_TOPIC
 from tests.plugin.test_openai_adapter import ChatServer, Reply, json_reply, stream_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +83,27 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
         json_reply({"error": {"message": "the model is overloaded"}}, status="503 Unavailable"),
         Reply(pieces=stream_of("Your cat", " is called Miso.")),
     )
+    # A memory write an earlier run committed but never applied (say Chroma was down).
+    earlier = MemoryRecord(
+        id="turn-earlier-msg",
+        text="I work night shifts as a nurse in Porto",
+        user_id="alice",
+        timestamp="2026-05-01T10:00:00Z",
+    )
+    payload = {
+        "turn_id": "turn-earlier",
+        "recalled_ids": [],
+        "recalled_at": None,
+        "new_record": earlier.model_dump(mode="json"),
+    }
+    store = SQLiteStateStore(tmp_path / "state.db")
+    async with store.transaction("earlier") as transaction:
+        await transaction.commit(
+            state=None,
+            messages=(Message(role="user", content=earlier.text),),
+            outbox=[OutboxItem(id="turn-earlier-out", topic=MEMORY_TOPIC, payload=payload)],
+        )
+    store.close()
     env = {key: value for key, value in os.environ.items() if key not in PROXIES}
     env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False", NO_PROXY="127.0.0.1")
     lines = [
@@ -118,6 +143,7 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
     assert len(failures) == 1 and "503" in failures[0] and "overloaded" in failures[0]
     assert "Traceback" not in err
     assert "2 turn(s) committed" in err
+    assert "replayed 1 pending memory write(s)" in err
 
     assert _messages(tmp_path / "state.db", "alice-chat") == [
         ("user", lines[0]),
@@ -144,5 +170,12 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
 
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         texts = {hit.text for hit in memory.recall("cat", "alice", top_k=10).results}
-    assert texts == {lines[0], lines[2]}, "each committed user message became a memory"
+    assert texts == {lines[0], lines[2], earlier.text}, (
+        "each committed user message became a memory, and the pending write was replayed"
+    )
+    reopened = SQLiteStateStore(tmp_path / "state.db")
+    try:
+        assert await reopened.pending_outbox(MEMORY_TOPIC) == ()
+    finally:
+        reopened.close()
 
