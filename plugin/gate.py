@@ -73,6 +73,9 @@ _VECTOR_CACHE: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], np.ndarray]]
 )
 """Exemplar vectors per embedder object and exemplar tuple, shared by gates on one embedder."""
 _VECTOR_CACHE_LOCK = threading.Lock()
+_EMBED_LOCK = threading.Lock()
+"""Serializes the gate's embedding calls: ``gate`` runs in worker threads, and a shared
+Hugging Face fast tokenizer is not documented as safe to call from several at once."""
 _VECTOR_CACHE_SETS = 8
 """Exemplar sets kept per embedder; the oldest is dropped beyond this."""
 
@@ -458,7 +461,10 @@ class EmbeddingIntentGate:
         from plugin.embeddings import check_embeddings
         from plugin.errors import EmbeddingError
 
-        vectors = check_embeddings(self._get_embedder().embed_documents(texts), len(texts))
+        embedder = self._get_embedder()
+        with _EMBED_LOCK:
+            raw = embedder.embed_documents(texts)
+        vectors = check_embeddings(raw, len(texts))
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         if not np.all(norms > 0):
             raise EmbeddingError("the embedder returned a zero vector; it cannot be compared")

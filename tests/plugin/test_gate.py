@@ -3,6 +3,7 @@ custom intents, exemplar validation and the ``classify`` command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -388,6 +389,15 @@ async def test_gate_returns_a_gate_result_matching_classify(gate: EmbeddingInten
         intent=prediction.intent, should_respond=True, should_retrieve=prediction.should_retrieve
     )
     assert result.intent == "CURIOSITY" and result.should_retrieve
+
+
+async def test_concurrent_gate_calls_agree_with_sequential_classify(
+    gate: EmbeddingIntentGate,
+) -> None:
+    texts = ["how do tides work?", "you idiot", "sorry about earlier", "k", "I feel alone"] * 4
+    state = AffectState()
+    results = await asyncio.gather(*(gate.gate(GateInput(message=t, state=state)) for t in texts))
+    assert [r.intent for r in results] == [gate.classify(t).intent for t in texts]
 
 
 # -- custom intents ----------------------------------------------------------------------------
