@@ -40,7 +40,7 @@ class IngestPlan:
     """Batch sizes and how many memories each fills its collection with."""
 
     batch_sizes: tuple[int, ...] = (16, 64, 256, 1024)
-    memories: int = 4096
+    memories: int = 2048
     users: int = 10
     seed: int = 0
 
@@ -65,7 +65,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--quick", action="store_true", help="128 memories at batch sizes 16 and 64 (for CI)"
     )
     parser.add_argument(
-        "--memories", type=int, default=None, help="memories per batch size (default 4096)"
+        "--memories", type=int, default=None, help="memories per batch size (default 2048)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the corpus")
     parser.set_defaults(handler=run)

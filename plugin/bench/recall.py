@@ -65,6 +65,13 @@ RECALL_TARGET = 0.98
 
 DIMENSION = 384
 WARMUP_QUERIES = 3
+FILTER_PROBES = 30
+OVERFETCH_QUERIES = 50
+"""Queries per over-fetch size (each returns hundreds of rows with metadata: slow)."""
+EMBED_PROBES = 40
+"""Random-vector queries whose sentence is also embedded (the embed stage does not depend on
+the collection); real-corpus queries are all embedded, since the embedding is the query."""
+"""Queries that also time the metadata filter alone (``get(where=user)``), a diagnostic."""
 RANDOM_EMBEDDER = "random-unit-vectors-384"
 
 
@@ -80,6 +87,7 @@ class RecallPlan:
     top_k: int = 6
     hnsw: HnswParams = DEFAULT_HNSW
     overfetch: tuple[int, ...] = ()
+    partition: bool = False
     seed: int = 0
     keep: Path | None = None
     notes: list[str] = field(default_factory=list)
@@ -154,6 +162,11 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="also try unfiltered queries of N rows filtered afterwards, at the largest size",
     )
     parser.add_argument(
+        "--partition",
+        action="store_true",
+        help="also try one collection per user (no filter needed) at the largest size",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         default=None,
@@ -179,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         real=args.real,
         hnsw=args.hnsw or DEFAULT_HNSW,
         overfetch=args.overfetch,
+        partition=args.partition,
         seed=args.seed,
         keep=args.keep,
         notes=[],
@@ -240,33 +254,38 @@ def _random_corpus(n: int, plan: RecallPlan) -> _Corpus:
 def _real_corpus(
     n: int, plan: RecallPlan, model: Embedder, root: Path, progress: bool
 ) -> tuple[_Corpus, float | None]:
-    """N sentences and held-out queries, embedded once and cached beside the store."""
-    total = n + plan.queries + WARMUP_QUERIES
-    texts = sentences(total, seed=plan.seed)
-    digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:12]
-    cache = root / f"real-{total}-{digest}.npy"
+    """N sentences, embedded once and cached beside the store, and held-out query sentences.
+
+    ``sentences`` draws in order, so the first N of a longer draw are the corpus and the rest
+    are queries no memory repeats; only the corpus is cached (queries are the embed stage).
+    """
+    texts = sentences(n + plan.queries + WARMUP_QUERIES, seed=plan.seed)
+    stored, asked = texts[:n], texts[n:]
+    digest = hashlib.sha256("\n".join(stored).encode()).hexdigest()[:12]
+    cache = root / f"real-{n}-{digest}.npy"
     seconds: float | None = None
     if cache.exists():
-        vectors = np.load(cache)
+        vectors = check_embeddings(np.load(cache), n)
     else:
         start = time.perf_counter()
         parts = []
-        with _bar(total, progress, "embed real corpus", "memory") as step:
-            for first in range(0, total, 512):
-                chunk = texts[first : first + 512]
+        with _bar(n, progress, "embed real corpus", "memory") as step:
+            for first in range(0, n, 512):
+                chunk = stored[first : first + 512]
                 parts.append(check_embeddings(model.embed_documents(chunk), len(chunk)))
                 step(len(chunk))
         vectors = np.concatenate(parts)
         seconds = time.perf_counter() - start
-        np.save(cache, vectors)
-    stored, asked = texts[:n], texts[n:]
+        partial = cache.with_name(cache.name + ".partial.npy")
+        np.save(partial, vectors)
+        partial.replace(cache)  # never leave a half-written cache behind
     users = plan.users
     corpus = _Corpus(
         kind="real",
         texts=stored,
         ids=np.array([f"m{i:07d}" for i in range(n)]),
         owners=np.array([f"user-{i % users:02d}" for i in range(n)]),
-        vectors=vectors[:n],
+        vectors=vectors,
         query_texts=asked,
         query_vectors=None,
         records=lambda: memory_records(stored, users=users, seed=plan.seed),
@@ -379,14 +398,19 @@ def _measure(
         "embed": [], "query": [], "conversion": [], "rerank": [], "unfiltered_query": []
     }  # fmt: skip
     totals: list[int] = []
+    excluding: list[int] = []
+    filter_only: list[int] = []
+    matches: list[int] = []
     recall_filtered: list[float] = []
     recall_unfiltered: list[float] = []
     try:
         for index, text in enumerate(corpus.query_texts):
             user = f"user-{index % plan.users:02d}"
-            start = time.perf_counter_ns()
-            embedded = check_embeddings(model.embed_documents([text]), 1)
-            embed_ns = time.perf_counter_ns() - start
+            embed_ns = None
+            if corpus.query_vectors is None or index < WARMUP_QUERIES + EMBED_PROBES:
+                start = time.perf_counter_ns()
+                embedded = check_embeddings(model.embed_documents([text]), 1)
+                embed_ns = time.perf_counter_ns() - start
             vector = embedded if corpus.query_vectors is None else corpus.query_vectors[[index]]
             start = time.perf_counter_ns()
             rows = memory._query(vector, user, k)[0]
@@ -400,20 +424,27 @@ def _measure(
                 n_results=k,
                 include=["documents", "metadatas", "distances"],
             )
+            unfiltered_ns = timed.last_ns
             step(1)
             if index < WARMUP_QUERIES:
                 continue
-            stages["embed"].append(embed_ns)
+            if index < WARMUP_QUERIES + FILTER_PROBES:
+                start = time.perf_counter_ns()
+                matched = timed.get(where={"user_id": user}, include=[])
+                filter_only.append(time.perf_counter_ns() - start)
+                matches.append(len(matched["ids"]))
             stages["query"].append(chroma_ns)
             stages["conversion"].append(path_ns - chroma_ns)
             stages["rerank"].append(rerank_ns)
-            stages["unfiltered_query"].append(timed.last_ns)
-            totals.append(embed_ns + path_ns + rerank_ns)
+            stages["unfiltered_query"].append(unfiltered_ns)
+            excluding.append(path_ns + rerank_ns)
+            if embed_ns is not None:
+                stages["embed"].append(embed_ns)
+                totals.append(embed_ns + path_ns + rerank_ns)
             recall_filtered.append(_recall(rows.ids, exact.top(vector[0], k, user)))
             recall_unfiltered.append(_recall(unfiltered["ids"][0], exact.top(vector[0], k, None)))
     finally:
         memory._collection = timed._inner
-    excluding = [t - e for t, e in zip(totals, stages["embed"], strict=True)]
     filtered = {
         "corpus": corpus.kind,
         "n": len(corpus.texts),
@@ -423,9 +454,12 @@ def _measure(
         "conversion_ms": summary_ms(stages["conversion"]),
         "rerank_ms": summary_ms(stages["rerank"]),
         "total_ms": summary_ms(totals),
+        "embedded_queries": len(totals),
         "total_excluding_embed_ms": summary_ms(excluding),
         "recall_at_k": round(float(np.mean(recall_filtered)), 4),
         "recall_at_k_min": round(float(np.min(recall_filtered)), 4),
+        "filter_only_ms": summary_ms(filter_only),
+        "filter_matches": round(float(np.mean(matches)), 1),
     }
     unfiltered_row = {
         "corpus": corpus.kind,
@@ -447,7 +481,7 @@ def _overfetch(
     times: list[int] = []
     recalls: list[float] = []
     short = 0
-    for index in range(len(corpus.query_texts)):
+    for index in range(min(len(corpus.query_texts), WARMUP_QUERIES + OVERFETCH_QUERIES)):
         user = f"user-{index % plan.users:02d}"
         vector = corpus.query_vectors[[index]]
         start = time.perf_counter_ns()
@@ -474,6 +508,72 @@ def _overfetch(
     }
 
 
+def _picker(records: list[dict[str, Any]], rows: np.ndarray) -> Callable[[], list[dict[str, Any]]]:
+    """A records factory for the rows of one partition."""
+    return lambda: [records[i] for i in rows.tolist()]
+
+
+def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) -> dict[str, Any]:
+    """One collection per user (the same vectors): the query path's filter then matches all."""
+    records = corpus.records()
+    memories: dict[str, ChromaMemory] = {}
+    built = 0.0
+    try:
+        for user in sorted(set(corpus.owners.tolist())):
+            rows = np.flatnonzero(corpus.owners == user)
+            part = replace(
+                corpus,
+                texts=[corpus.texts[i] for i in rows],
+                ids=corpus.ids[rows],
+                owners=corpus.owners[rows],
+                vectors=corpus.vectors[rows],
+                records=_picker(records, rows),
+            )
+            name = f"part-{len(corpus.texts)}-{_tag(plan.hnsw)}-seed{plan.seed}-{user}"
+            memories[user], seconds = _open(root, part, plan, progress, name=name)
+            built += seconds or 0.0
+        exact = _Exact(corpus)
+        assert corpus.query_vectors is not None
+        k = plan.candidates
+        path_ns: list[int] = []
+        plain_ns: list[int] = []
+        recalls: list[float] = []
+        plain_recalls: list[float] = []
+        for index in range(len(corpus.query_texts)):
+            user = f"user-{index % plan.users:02d}"
+            memory = memories[user]
+            vector = corpus.query_vectors[[index]]
+            start = time.perf_counter_ns()
+            found = memory._query(vector, user, k)[0]
+            elapsed = time.perf_counter_ns() - start
+            start = time.perf_counter_ns()
+            plain = memory._collection.query(
+                query_embeddings=vector,
+                n_results=k,
+                include=["documents", "metadatas", "distances"],
+            )
+            plain_elapsed = time.perf_counter_ns() - start
+            if index < WARMUP_QUERIES:
+                continue
+            wanted = exact.top(vector[0], k, user)
+            path_ns.append(elapsed)
+            plain_ns.append(plain_elapsed)
+            recalls.append(_recall(found.ids, wanted))
+            plain_recalls.append(_recall(plain["ids"][0], wanted))
+    finally:
+        for memory in memories.values():
+            memory.close()
+    return {
+        "n": len(corpus.texts),
+        "collections": len(memories),
+        "build_seconds": round(built, 2) if built else None,
+        "query_path_ms": summary_ms(path_ns),
+        "unfiltered_query_ms": summary_ms(plain_ns),
+        "recall_at_k": round(float(np.mean(recalls)), 4),
+        "unfiltered_recall_at_k": round(float(np.mean(plain_recalls)), 4),
+    }
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -485,6 +585,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     builds: list[dict[str, Any]] = []
     overfetch: list[dict[str, Any]] = []
+    partition: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="affect-memory-recall-") as scratch:
         root = plan.keep if plan.keep is not None else Path(scratch)
         root.mkdir(parents=True, exist_ok=True)
@@ -519,6 +620,8 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                     overfetch.extend(_overfetch(memory, corpus, plan, f) for f in plan.overfetch)
             finally:
                 memory.close()
+            if kind == "random" and n == max(plan.sizes) and plan.partition:
+                partition = _partitioned(root, corpus, plan, progress)
     return {
         "benchmark": "recall",
         "candidates": plan.candidates,
@@ -528,6 +631,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         "hnsw": plan.hnsw.model_dump(),
         "rows": rows,
         "overfetch": overfetch,
+        "partition": partition,
         "builds": builds,
         "targets": _targets(rows),
         "machine": machine(load_before),
@@ -599,6 +703,48 @@ def format_report(report: dict[str, Any]) -> str:
             recall_cells,
         ),
     ]
+    lines += [
+        "",
+        "the metadata filter alone (get where user_id, ids only) beside the filtered query",
+        format_table(
+            ["corpus", "n", "matches", "filter median ms", "filter p95 ms", "query median ms"],
+            [
+                [
+                    r["corpus"],
+                    r["n"],
+                    r["filter_matches"],
+                    r["filter_only_ms"]["median"],
+                    r["filter_only_ms"]["p95"],
+                    r["query_ms"]["median"],
+                ]
+                for r in filtered
+            ],
+        ),
+    ]
+    part = report.get("partition")
+    if part:
+        lines += [
+            "",
+            f"one collection per user ({part['collections']} collections, n={part['n']:,} in "
+            "all): the query path (its filter matches every row) and a plain unfiltered query",
+            format_table(
+                ["query", "median ms", "p95 ms", f"recall@{k}"],
+                [
+                    [
+                        "ChromaMemory._query",
+                        part["query_path_ms"]["median"],
+                        part["query_path_ms"]["p95"],
+                        part["recall_at_k"],
+                    ],
+                    [
+                        "collection.query, no where",
+                        part["unfiltered_query_ms"]["median"],
+                        part["unfiltered_query_ms"]["p95"],
+                        part["unfiltered_recall_at_k"],
+                    ],
+                ],
+            ),
+        ]
     if report["overfetch"]:
         lines += [
             "",
