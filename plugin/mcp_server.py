@@ -29,10 +29,11 @@ from pydantic import Field, ValidationError
 
 from kernel.adapters.store_support import check_conversation_id
 from kernel.affect import apply_length_factor, decoding_params, length_factor, mood_octant
+from kernel.bounds import check_number
 from kernel.engine import DEFAULT_APPRAISAL_POLICY, DEFAULT_ENGINE_LIMITS, normalize_intent
 from kernel.errors import AffectMemoryError, InvalidInputError
 from kernel.models import AffectState
-from kernel.protocols import AppraisalPolicy, Message
+from kernel.protocols import AppraisalPolicy, Message, StateStore
 from kernel.surfacing import build_presence_vector
 from plugin.chroma_memory import DEFAULT_COLLECTION, ChromaMemory
 from plugin.errors import MissingExtraError, RecordError
@@ -109,7 +110,7 @@ class MemoryTools:
     def __init__(
         self,
         memory: ChromaMemory,
-        store: Any,
+        store: StateStore,
         gate: Any,
         *,
         policy: AppraisalPolicy = DEFAULT_APPRAISAL_POLICY,
@@ -174,6 +175,10 @@ class MemoryTools:
         """The user's memories ranked for ``query``, each with its score breakdown. Read-only."""
         query = _text(query, "query")
         user_id = _text(user_id, "user_id")
+        try:
+            mood_valence = check_number(mood_valence, -1.0, 1.0)
+        except ValueError as error:
+            raise InvalidInputError(f"mood_valence {error}") from None
         result = await self._in_thread(
             lambda: self._memory.recall(
                 query, user_id, mood_valence=mood_valence, top_k=top_k, now=self._clock()

@@ -342,7 +342,11 @@ def test_forget_removes_only_what_exists(client: McpClient) -> None:
         ),
         ("remember", {"text": "hello", "user_id": "alice", "significance": "high"}, "significance"),
         ("recall", {"query": "cat", "user_id": "alice", "top_k": 0}, "top_k"),
-        ("recall", {"query": "cat", "user_id": "alice", "mood_valence": 5}, "mood_valence"),
+        (
+            "recall",
+            {"query": "cat", "user_id": "alice", "mood_valence": 5},
+            "recall: mood_valence must be within [-1, 1], got 5",
+        ),
         ("recall", {"query": "", "user_id": "alice"}, "query must be a non-empty string"),
         ("forget", {"ids": "mem-1"}, "ids"),
         ("forget", {"ids": [""]}, "ids[0] must be a non-empty string"),
