@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from kernel.conformance import ConformanceReport, Fixture, parse_fixture, run_fixtures
 from kernel.errors import FixtureError
+from plugin.jsonl import loads_strict
 
 __all__ = ["format_report", "load_fixture_file", "run_conformance"]
-
-
-def _refuse_constant(name: str) -> Any:
-    raise FixtureError(f"{name} is not a number JSON allows")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise FixtureError(f"duplicate field {key!r}")
-        result[key] = value
-    return result
 
 
 def load_fixture_file(path: Path) -> Fixture:
@@ -35,12 +22,12 @@ def load_fixture_file(path: Path) -> Fixture:
     except (OSError, UnicodeDecodeError) as error:
         raise FixtureError(f"{path}: cannot be read ({error})") from None
     try:
-        payload = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        payload = loads_strict(text)
     except json.JSONDecodeError as error:
         raise FixtureError(
             f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}"
         ) from None
-    except FixtureError as error:
+    except ValueError as error:
         raise FixtureError(f"{path}: {error}") from None
     return parse_fixture(payload, source=str(path))
 

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import InvalidInputError
-from plugin.errors import RecordError
+from plugin.jsonl import read_jsonl
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -71,40 +68,3 @@ def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     else:
         location = (args.data_dir or default_data_dir()) / "chroma"
     return ChromaMemory(location, collection=args.collection, create=create)
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"key {key!r} appears twice")
-        result[key] = value
-    return result
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line number, object)`` for every non-blank line; a bad line names its number.
-
-    A key repeated within one object is refused: JSON parsers silently keep the last one,
-    which would let ``{"user_id": "a", ..., "user_id": "b"}`` file a memory under another user.
-    """
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as error:
-        raise InvalidInputError(f"cannot read {path}: {error.strerror or error}") from None
-    with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line, object_pairs_hook=_no_duplicate_keys)
-                except ValueError as error:
-                    raise RecordError(f"{path} line {number}: invalid JSON: {error}") from None
-                if not isinstance(value, dict):
-                    raise RecordError(
-                        f"{path} line {number}: expected a JSON object, got {line.strip()[:80]!r}"
-                    )
-                yield number, value
-        except UnicodeDecodeError as error:
-            raise RecordError(f"{path}: not UTF-8 text ({error})") from None

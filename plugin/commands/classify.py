@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel.errors import InvalidInputError
+from plugin.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from plugin.gate import EmbeddingIntentGate, EvaluationReport
@@ -65,29 +66,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=run)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    try:
-        handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
-    except OSError as error:
-        raise QueryFileError(f"{path}: cannot read: {error.strerror}") from None
-    with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except json.JSONDecodeError as error:
-                    raise QueryFileError(f"{path} line {number}: not JSON: {error.msg}") from None
-                if not isinstance(value, dict):
-                    raise QueryFileError(
-                        f"{path} line {number}: expected a JSON object, got {type(value).__name__}"
-                    )
-                yield number, value
-        except UnicodeDecodeError as error:
-            raise QueryFileError(f"{path}: not UTF-8 ({error.reason})") from None
-
-
 def _string(path: Path, number: int, value: dict[str, Any], key: str) -> str:
     if key not in value:
         raise QueryFileError(f'{path} line {number}: missing "{key}"')
@@ -100,7 +78,10 @@ def _string(path: Path, number: int, value: dict[str, Any], key: str) -> str:
 
 
 def _read_queries(path: Path) -> list[str]:
-    texts = [_string(path, number, value, "text") for number, value in _lines(path)]
+    texts = [
+        _string(path, number, value, "text")
+        for number, value in read_jsonl(path, error=QueryFileError)
+    ]
     if not texts:
         raise QueryFileError(f'{path}: no queries (expected one {{"text"}} object per line)')
     return texts
@@ -112,7 +93,7 @@ def _read_labelled(
     texts: list[str] = []
     intents: list[str] = []
     splits: list[str | None] = []
-    for number, value in _lines(path):
+    for number, value in read_jsonl(path, error=QueryFileError):
         texts.append(_string(path, number, value, "text"))
         intent = _string(path, number, value, "intent").strip().upper()
         if intent not in labels:

@@ -19,6 +19,7 @@ from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candida
 from kernel.protocols import MemoryRetriever, RetrievalInput
 from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory
 from plugin.errors import RecordError, TimestampError
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 MemoryFactory = Callable[..., ChromaMemory]
 
@@ -272,21 +273,7 @@ class MemoryContract:
             expected = (hit.similarity * hit.recency * hit.salience + hit.episode) * hit.congruence
             assert hit.score == pytest.approx(expected, rel=1e-12)
             assert hit.similarity == pytest.approx(1 - hit.distance / 2, rel=1e-12)
-            assert list(hit.to_json()) == [
-                "id",
-                "text",
-                "score",
-                "distance",
-                "similarity",
-                "recency",
-                "salience",
-                "congruence",
-                "episode",
-                "timestamp",
-                "significance",
-                "recall_count",
-                "emotional_valence",
-            ]
+            assert list(hit.to_json()) == list(RECALL_RESULT_KEYS)
         assert result.results[0].id == "alice-home-new"
         assert memory.get(["alice-home-new"])[0].recall_count == 0  # recall is read-only
 

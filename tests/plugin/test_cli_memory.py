@@ -13,25 +13,12 @@ import pytest
 from plugin.chroma_memory import ChromaMemory
 from plugin.cli import main
 from plugin.embeddings import SentenceTransformerEmbedder
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
 NOW = "2026-06-01T12:00:00Z"
-KEYS = [
-    "id",
-    "text",
-    "score",
-    "distance",
-    "similarity",
-    "recency",
-    "salience",
-    "congruence",
-    "episode",
-    "timestamp",
-    "significance",
-    "recall_count",
-    "emotional_valence",
-]
+KEYS = list(RECALL_RESULT_KEYS)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -114,7 +114,7 @@ REFUSALS: dict[str, tuple[str | None, str]] = {
     "missing file": (None, "no such file"),
     "duplicate key": (
         _kernel_text(_good_case(), extra=', "_meta": {"cases": 1}'),
-        "duplicate field '_meta'",
+        "key '_meta' appears twice",
     ),
     "a directory": (None, "cannot be read"),
     "not UTF-8": (None, "cannot be read"),

@@ -650,7 +650,7 @@ def test_cli_exemplars_file_replaces_the_preset(
 @pytest.mark.parametrize(
     ("lines", "message"),
     [
-        (['{"text": "fine"}', "{not json"], "line 2: not JSON"),
+        (['{"text": "fine"}', "{not json"], "line 2: invalid JSON"),
         (['{"text": "fine"}', "", '["a list"]'], "line 3: expected a JSON object, got list"),
         (['{"query": "wrong key"}'], 'line 1: missing "text"'),
         (['{"text": 5}'], 'line 1: "text" must be a string, got int'),

@@ -15,23 +15,10 @@ from kernel.errors import InvalidInputError
 from plugin.chroma_memory import ChromaMemory
 from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.langchain import AffectMemoryRetriever
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-METADATA_KEYS = {
-    "id",
-    "score",
-    "distance",
-    "similarity",
-    "recency",
-    "salience",
-    "congruence",
-    "episode",
-    "timestamp",
-    "significance",
-    "recall_count",
-    "emotional_valence",
-    "user_id",
-}
+METADATA_KEYS = (set(RECALL_RESULT_KEYS) - {"text"}) | {"user_id"}
 RECORDS = [
     {
         "id": "cat",

@@ -28,23 +28,10 @@ from kernel.engine import DEFAULT_APPRAISAL_POLICY
 from kernel.models import AffectState
 from kernel.surfacing import build_presence_vector
 from plugin.mcp_server import TOOL_NAMES, memory_id
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
-BREAKDOWN = (
-    "id",
-    "text",
-    "score",
-    "distance",
-    "similarity",
-    "recency",
-    "salience",
-    "congruence",
-    "episode",
-    "timestamp",
-    "significance",
-    "recall_count",
-    "emotional_valence",
-)
+BREAKDOWN = RECALL_RESULT_KEYS
 START_TIMEOUT = 240.0
 """Seconds the server may take to start: loading the model is slow on a busy machine."""
 
