@@ -21,6 +21,10 @@ ef_construction / ef_search / M   real filtered  random filtered  random unfilt.
 Real embeddings unfiltered: 0.998 at the default, 1.0 for the rest. The chosen setting
 costs a slower build (about 2-3x) and a filtered median query of 23 ms versus 14 ms at the
 default (20,000 memories, idle machine); it is the only one robust on the worst case.
+
+Reproduced with the chosen setting by ``affect-memory bench recall --real 20000`` (its own
+corpus of 20,000 sentences, 200 held-out queries, 10 users): recall@64 1.0000 filtered and
+unfiltered; random vectors with the filter 1.000 at 10,000 and 0.995 at 100,000 memories.
 """
 
 from __future__ import annotations

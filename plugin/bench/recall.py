@@ -361,13 +361,25 @@ def _bar(total: int, enabled: bool, label: str, unit: str) -> Iterator[Callable[
 
 
 def _open(
-    root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool, name: str | None = None
+    root: Path,
+    corpus: _Corpus,
+    plan: RecallPlan,
+    progress: bool,
+    name: str | None = None,
+    store: str | None = None,
 ) -> tuple[ChromaMemory, float | None]:
-    """Open the corpus's collection under ``root``, building it through ``ChromaMemory.add``."""
+    """Open the corpus's collection, building it through ``ChromaMemory.add``.
+
+    Each collection gets a store directory of its own (``root/store``, by default named after
+    the collection): Chroma evaluates a ``where`` filter in one SQLite file per store, whose
+    cost grows with every memory in it, so a shared store would make small sizes look slow.
+    """
     n = len(corpus.texts)
     name = name or f"{corpus.kind}-{n}-{_tag(plan.hnsw)}-seed{plan.seed}"
     table = TableEmbedder(corpus.texts, corpus.vectors, name=corpus.embedder_name)
-    memory = ChromaMemory(root, collection=name, embedder=table, hnsw=plan.hnsw, progress=progress)
+    memory = ChromaMemory(
+        root / (store or name), collection=name, embedder=table, hnsw=plan.hnsw, progress=progress
+    )
     stored = memory.count()
     if stored == n:
         return memory, None
@@ -530,7 +542,8 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
                 records=_picker(records, rows),
             )
             name = f"part-{len(corpus.texts)}-{_tag(plan.hnsw)}-seed{plan.seed}-{user}"
-            memories[user], seconds = _open(root, part, plan, progress, name=name)
+            store = f"part-{len(corpus.texts)}-{_tag(plan.hnsw)}-seed{plan.seed}"
+            memories[user], seconds = _open(root, part, plan, progress, name=name, store=store)
             built += seconds or 0.0
         exact = _Exact(corpus)
         assert corpus.query_vectors is not None
