@@ -4,7 +4,7 @@ Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0
 kernel turns that into ``similarity = 1 - distance / 2`` and owns every scoring decision.
 This module only stores, filters, over-fetches and maps rows into ``MemoryCandidate``s.
 
-HNSW parameters (``DEFAULT_HNSW``), measured with ``scripts/hnsw_recall.py``: 20,000
+HNSW parameters (``DEFAULT_HNSW``), measured with ``python -m plugin.bench.hnsw_sweep``: 20,000
 memories over 10 users, 300 queries, mean recall@64 against exact cosine search (filtered =
 ``where user_id``, exact search over that user's rows). Real = all-MiniLM-L6-v2 over
 templated memories; random = unit vectors, the worst case. Chroma 1.5.9, 2 cores:

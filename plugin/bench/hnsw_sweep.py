@@ -4,7 +4,7 @@ Builds a synthetic corpus of templated first-person memories, embeds it with the
 all-MiniLM-L6-v2, writes it into fresh embedded collections (one per HNSW setting) and compares
 each filtered top-k with exact cosine search over the same user's rows.
 
-    .venv/bin/python scripts/hnsw_recall.py --memories 20000 --users 10 --queries 300
+    .venv/bin/python -m plugin.bench.hnsw_sweep --memories 20000 --users 10 --queries 300
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import random
 import statistics
 import tempfile
 import time
+from typing import Any, cast
 
 import numpy as np
 
@@ -177,11 +178,11 @@ def main() -> None:
         for index, hnsw in enumerate(settings):
             collection = client.create_collection(
                 f"probe-{index}",
-                configuration={"hnsw": {"space": "cosine", **hnsw}},
+                configuration=cast(Any, {"hnsw": {"space": "cosine", **hnsw}}),
                 embedding_function=None,
             )
             ids = [f"m{i}" for i in range(args.memories)]
-            metas = [{"user_id": f"user-{int(u)}"} for u in users]
+            metas: list[Any] = [{"user_id": f"user-{int(u)}"} for u in users]
             build = time.perf_counter()
             for start in range(0, args.memories, batch):
                 stop = start + batch
@@ -195,7 +196,7 @@ def main() -> None:
                     mask = users == user if filtered else np.ones(args.memories, dtype=bool)
                     pool = np.flatnonzero(mask)
                     exact = pool[np.argsort(-(vectors[pool] @ q), kind="stable")[: args.k]]
-                    where = {"user_id": f"user-{int(user)}"} if filtered else None
+                    where: Any = {"user_id": f"user-{int(user)}"} if filtered else None
                     tick = time.perf_counter()
                     found = collection.query(
                         query_embeddings=[q], n_results=args.k, where=where, include=[]
