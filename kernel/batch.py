@@ -21,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kernel.bounds import check_int, check_number, parse_zoned
+from kernel.bounds import check_number, parse_zoned
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from kernel.retrieval import (
@@ -31,6 +31,7 @@ from kernel.retrieval import (
     ScoredCandidate,
     _age_days,
     _require_zoned_now,
+    check_limit,
 )
 
 __all__ = ["BatchScores", "rank_batch", "score_batch"]
@@ -435,10 +436,7 @@ def rank_batch(ids: npt.ArrayLike, scores: npt.ArrayLike, limit: int) -> IndexAr
     >>> rank_batch(["b", "a", "b", "c"], [0.5, 0.5, 0.9, 0.1], 3).tolist()
     [2, 1, 3]
     """
-    try:
-        limit = check_int(limit, 0)
-    except ValueError as error:
-        raise InvalidInputError(f"limit {error}") from None
+    limit = check_limit(limit)
     keys = _id_column(ids)
     values = _float_column("scores", scores)
     if values.shape[0] != keys.shape[0]:

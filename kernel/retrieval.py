@@ -66,6 +66,14 @@ class ScoredCandidate(FrozenModel):
     episode_bonus: FiniteFloat
 
 
+def check_limit(limit: object) -> int:
+    """A ranking limit: a non-negative int (bool and floats refused)."""
+    try:
+        return check_int(limit, 0)
+    except ValueError as error:
+        raise InvalidInputError(f"limit {error}") from None
+
+
 def _require_zoned_now(now: datetime) -> datetime:
     if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
         raise InvalidInputError(f"now must be a zoned datetime, got {now!r}")
@@ -195,10 +203,7 @@ def rank_candidates(
     """
     from kernel.batch import _rank_columns
 
-    try:
-        limit = check_int(limit, 0)
-    except ValueError as error:
-        raise InvalidInputError(f"limit {error}") from None
+    limit = check_limit(limit)
     _require_zoned_now(now)
     pool = tuple(candidates)
     return _rank_columns(pool, now, mood_valence, limit, congruence_on, weights)
@@ -214,10 +219,7 @@ def _rank_candidates_scalar(
     weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
 ) -> tuple[ScoredCandidate, ...]:
     """The scalar reference of ``rank_candidates``: one ``score_candidate`` per candidate."""
-    try:
-        limit = check_int(limit, 0)
-    except ValueError as error:
-        raise InvalidInputError(f"limit {error}") from None
+    limit = check_limit(limit)
     _require_zoned_now(now)
     best: dict[str, ScoredCandidate] = {}
     for candidate in candidates:

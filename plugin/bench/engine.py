@@ -25,6 +25,7 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
+from kernel.engine import STAGES
 from kernel.errors import InvalidInputError
 
 __all__ = ["OVERHEAD_TARGET_MS", "register", "run", "run_benchmark"]
@@ -33,17 +34,8 @@ OVERHEAD_TARGET_MS = 5.0
 """The issue's target: median per-turn time of engine and store, excluding generation."""
 
 PROCESS_COUNTS = (1, 4)
-REPORTED_STAGES = (
-    "lock",
-    "load",
-    "gate",
-    "retrieve",
-    "rank",
-    "appraise",
-    "prompt",
-    "generate",
-    "commit",
-)
+REPORTED_STAGES = tuple(stage for stage in STAGES if stage != "effects")
+"""Every engine stage but the post-commit effects, which the scripted bench has none of."""
 _INTENTS = ("CASUAL", "CURIOSITY", "VULNERABILITY", "CHALLENGE", "APOLOGY", "NEGLECT", "ABUSE")
 _CANDIDATES = 20
 
