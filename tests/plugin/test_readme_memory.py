@@ -36,3 +36,20 @@ def test_the_memory_example_prints_what_the_readme_says(
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert output.getvalue() == printed
     assert (tmp_path / ".affect-memory" / "chroma" / "chroma.sqlite3").exists()
+
+
+def test_the_turn_example_runs_a_turn_over_the_memory_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, embedder: SentenceTransformerEmbedder
+) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split(f"\n{HEADING}\n", 1)[1].split("\n## ", 1)[0]
+    setup, turn = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
+    expected = re.search(r"prints `([^`]*)`", section)
+    assert expected, "the turn example needs its printed line"
+    monkeypatch.chdir(tmp_path)
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        exec(compile(setup, "README.md", "exec"), {"__name__": "readme"})
+        before = len(output.getvalue())
+        exec(compile(turn, "README.md", "exec"), {"__name__": "readme"})
+    assert output.getvalue()[before:] == expected.group(1) + "\n"
