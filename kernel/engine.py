@@ -212,9 +212,11 @@ class AffectEngine:
         presence_labels: PresenceLabels = DEFAULT_PRESENCE_LABELS,
         base_tokens: int = 1024,
         observer: StageObserver | None = None,
+        skip_history_echoes: bool = True,
     ) -> None:
         """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
-        override the matching fields of ``limits`` when given."""
+        override the matching fields of ``limits`` when given. With ``skip_history_echoes``,
+        retrieved memories whose text is a message in the history window are not ranked."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         if retriever is not None:
@@ -241,6 +243,10 @@ class AffectEngine:
         if gate_error_mode not in ("raise", "respond", "silent"):
             raise InvalidInputError(
                 f"gate_error_mode must be 'raise', 'respond' or 'silent', got {gate_error_mode!r}"
+            )
+        if not isinstance(skip_history_echoes, bool):
+            raise InvalidInputError(
+                f"skip_history_echoes must be a bool, got {skip_history_echoes!r}"
             )
         if not isinstance(limits, EngineLimits):
             raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
@@ -282,6 +288,7 @@ class AffectEngine:
         self._labels = presence_labels
         self._base_tokens = base_tokens
         self._observer = observer
+        self._skip_history_echoes = skip_history_echoes
 
     @property
     def conversation_id(self) -> str:
@@ -482,6 +489,11 @@ class AffectEngine:
                     f"retriever candidate {index} is {type(candidate).__name__}, "
                     "not MemoryCandidate"
                 )
+        if self._skip_history_echoes and history:
+            # A memory whose text is a message the model already sees in the history window
+            # adds nothing, and its fresh timestamp would crowd older facts out of the ranking.
+            echoes = {message.content.strip() for message in history}
+            found = [candidate for candidate in found if candidate.text.strip() not in echoes]
         return found
 
     def _appraise(self, state: AffectState, intent: str, text: str) -> AppraisalOutcome:

@@ -326,6 +326,25 @@ async def test_retrieval_runs_only_when_the_gate_asks(store: SQLiteStateStore) -
     assert [m.content for m in request.history] == ["no retrieval", "Okay."]
 
 
+@pytest.mark.parametrize("skip", [True, False])
+async def test_memories_echoing_the_history_window_are_not_ranked_unless_asked(
+    store: SQLiteStateStore, skip: bool
+) -> None:
+    echo = candidate("echo", text="  I moved to Berlin.  ")
+    retriever = StaticRetriever([echo, candidate("fact")])
+    model = ScriptedModel(gates=[GateResult(), GateResult(should_retrieve=True)])
+    engine = engine_for(store, model, retriever=retriever, skip_history_echoes=skip)
+    await engine.turn("I moved to Berlin.")
+    second = await engine.turn("Where do I live?")
+    ranked = {scored.candidate.id for scored in second.memories}
+    assert ranked == ({"fact"} if skip else {"echo", "fact"})
+
+
+async def test_skip_history_echoes_must_be_a_bool(store: SQLiteStateStore) -> None:
+    with pytest.raises(InvalidInputError, match="skip_history_echoes"):
+        engine_for(store, ScriptedModel(), skip_history_echoes=1)
+
+
 async def test_should_retrieve_without_a_retriever_is_harmless(store: SQLiteStateStore) -> None:
     model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
     assert (await engine_for(store, model).turn("hi")).memories == ()

@@ -159,13 +159,15 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
     assert first["messages"][-1]["content"] == lines[0]
     assert lines[0] not in first["messages"][0]["content"]
     # The last turn sees the committed first turn as history, and its recalled memory (the
-    # first message, written through the outbox) as a separate, untrusted data message.
+    # one the replayed outbox wrote) as a separate, untrusted data message. The first message
+    # also became a memory, but it is still in the history window, so it is not recalled again.
     roles = [m["role"] for m in last["messages"]]
     assert roles[:3] == ["system", "user", "assistant"] and roles[-1] == "user"
     assert last["messages"][-1]["content"] == lines[2]
     evidence = last["messages"][-2]["content"]
-    assert "<untrusted_data>" in evidence and "grey cat called Miso" in evidence
-    assert "Miso" not in last["messages"][0]["content"], "evidence never enters the system prompt"
+    assert "<untrusted_data>" in evidence and "night shifts as a nurse" in evidence
+    assert "grey cat called Miso" not in evidence
+    assert "nurse" not in last["messages"][0]["content"], "evidence never enters the system prompt"
     assert 0 < last["max_tokens"] <= 1024
 
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
