@@ -176,15 +176,18 @@ class TimedEmbedder:
         return vector
 
 
-def summary_ms(samples_ns: Sequence[int]) -> dict[str, float]:
-    """Median and p95 (nearest rank) of nanosecond samples, in milliseconds."""
-    if not samples_ns:
+def summary_ms(samples: Sequence[float], *, per_ms: float = 1e6) -> dict[str, float]:
+    """Median and p95 (nearest rank) of samples, in milliseconds.
+
+    Samples are nanoseconds unless ``per_ms`` says how many of their unit make a millisecond.
+    """
+    if not samples:
         raise ValueError("no samples to summarize")
-    ordered = sorted(samples_ns)
+    ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
     return {
-        "median": round(statistics.median(ordered) / 1e6, 4),
-        "p95": round(p95 / 1e6, 4),
+        "median": round(statistics.median(ordered) / per_ms, 4),
+        "p95": round(p95 / per_ms, 4),
     }
 
 

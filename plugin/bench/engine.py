@@ -14,7 +14,6 @@ import json
 import multiprocessing
 import os
 import queue
-import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from typing import Any
 
 from kernel.engine import STAGES
 from kernel.errors import InvalidInputError
+from plugin.bench._common import load_average, summary_ms
 
 __all__ = ["OVERHEAD_TARGET_MS", "register", "run", "run_benchmark"]
 
@@ -82,7 +82,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Measure every process count; the report is JSON-ready."""
     runs = []
-    load_before = os.getloadavg()
+    load_before = load_average()
     with tempfile.TemporaryDirectory(prefix="affect-memory-bench-") as tmp:
         for count in process_counts:
             runs.append(
@@ -98,8 +98,8 @@ def run_benchmark(
         "candidates_per_turn": _CANDIDATES,
         "cpu_count": os.cpu_count(),
         "load_average_1min": {
-            "before": round(load_before[0], 2),
-            "after": round(os.getloadavg()[0], 2),
+            "before": load_before,
+            "after": load_average(),
         },
         "runs": runs,
         "target": {
@@ -180,12 +180,7 @@ def _run_processes(db: Path, count: int, turns: int, warmup: int, progress: bool
 
 
 def _summary(seconds: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {
-        "median": round(statistics.median(ordered) * 1000, 4),
-        "p95": round(p95 * 1000, 4),
-    }
+    return summary_ms(seconds, per_ms=1e-3)
 
 
 def _worker(

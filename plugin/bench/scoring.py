@@ -32,6 +32,7 @@ import numpy.typing as npt
 from kernel.batch import rank_batch, score_batch
 from kernel.models import MemoryCandidate
 from kernel.retrieval import _rank_candidates_scalar
+from plugin.bench._common import load_average
 from plugin.tables import format_table
 
 __all__ = ["ScoringPlan", "measure", "register"]
@@ -319,7 +320,7 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
     rng = np.random.default_rng(plan.seed)
     rows: list[dict[str, float | int]] = []
     cpu_rows: list[dict[str, float | int]] = []
-    load_before = _load()
+    load_before = load_average()
     scalar_samples: dict[str, int] = {}
     columnar_seconds: dict[str, float] = {}
     steps = sum(plan.scalar_repeats(n) + plan.columnar_repeats(n) for n in plan.sizes)
@@ -407,13 +408,9 @@ def measure(plan: ScoringPlan, *, progress: bool = False) -> dict[str, Any]:
             "platform": platform.platform(),
             "cpus": os.cpu_count() or 0,
             "load_average_1m_before": load_before,
-            "load_average_1m_after": _load(),
+            "load_average_1m_after": load_average(),
         },
     }
-
-
-def _load() -> float:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else -1.0
 
 
 def format_report(report: dict[str, Any]) -> str:
