@@ -9,6 +9,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
+from kernel.errors import shown
+
 __all__ = [
     "CosineDistance",
     "FiniteFloat",
@@ -27,22 +29,22 @@ __all__ = [
 def check_number(value: Any, low: float = -math.inf, high: float = math.inf) -> float:
     """Return ``value`` as a float, refusing bool, non-numbers, NaN, infinities and out-of-range."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"must be a number, got {value!r}")
+        raise ValueError(f"must be a number, got {shown(value)}")
     number = float(value)
     if not math.isfinite(number):
-        raise ValueError(f"must be finite, got {value!r}")
+        raise ValueError(f"must be finite, got {shown(value)}")
     if not low <= number <= high:
-        raise ValueError(f"must be within [{_fmt(low)}, {_fmt(high)}], got {value!r}")
+        raise ValueError(f"must be within [{_fmt(low)}, {_fmt(high)}], got {shown(value)}")
     return number
 
 
 def check_int(value: Any, low: int | None = None) -> int:
     """Return ``value`` as an int, refusing bool, floats and values below ``low``."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"must be an integer, got {value!r}")
+        raise ValueError(f"must be an integer, got {shown(value)}")
     number = int(value)
     if low is not None and number < low:
-        raise ValueError(f"must be >= {low}, got {value!r}")
+        raise ValueError(f"must be >= {low}, got {shown(value)}")
     return number
 
 
@@ -54,12 +56,12 @@ def parse_zoned(value: str | datetime) -> datetime:
         try:
             moment = datetime.fromisoformat(value)
         except ValueError:
-            raise ValueError(f"is not an ISO-8601 timestamp: {value!r}") from None
+            raise ValueError(f"is not an ISO-8601 timestamp: {shown(value)}") from None
     else:
-        raise ValueError(f"must be an ISO-8601 string, got {value!r}")
+        raise ValueError(f"must be an ISO-8601 string, got {shown(value)}")
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(
-            f"must carry a UTC offset or 'Z' (naive timestamps are ambiguous): {value!r}"
+            f"must carry a UTC offset or 'Z' (naive timestamps are ambiguous): {shown(value)}"
         )
     return moment
 

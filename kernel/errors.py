@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "SHOWN_CHARS",
     "AffectMemoryError",
     "CorruptStateError",
     "EngineError",
@@ -13,7 +14,23 @@ __all__ = [
     "StateStoreError",
     "UnknownIntentError",
     "UnknownStageError",
+    "shown",
 ]
+
+SHOWN_CHARS = 200
+"""Most characters of a bad value an error message repeats; longer ones are cut."""
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with the full length.
+
+    A 100,000-character query must not come back as a 100,000-character error line.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} in repr"
+    return f"{text[:limit]}… ({size})"
 
 
 class AffectMemoryError(ValueError):
