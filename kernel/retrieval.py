@@ -150,8 +150,12 @@ def mood_congruence_factor(
     *,
     weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
 ) -> float:
-    """A small boost for a memory whose valence shares the sign of a clearly polarized mood."""
-    if not congruence_on or abs(mood_valence) < weights.congruence_threshold:
+    """A small boost for a memory whose valence shares the mood's sign, when ``congruence_on``.
+
+    It trusts its flag, as the reference does: the 0.20 threshold is applied by
+    :func:`score_candidate`, which switches congruence on only for a clearly polarized mood.
+    """
+    if not congruence_on:
         return 1.0
     if memory_valence == 0 or (memory_valence > 0) != (mood_valence > 0):
         return 1.0
@@ -171,8 +175,9 @@ def score_candidate(
     similarity = 1.0 - candidate.distance / 2.0
     salience = _salience(candidate.significance, candidate.recall_count, weights)
     bonus = weights.episode_bonus if candidate.episode else 0.0
+    clear_mood = abs(mood_valence) >= weights.congruence_threshold
     congruence = mood_congruence_factor(
-        candidate.emotional_valence, mood_valence, congruence_on, weights=weights
+        candidate.emotional_valence, mood_valence, congruence_on and clear_mood, weights=weights
     )
     score = (similarity * recency * salience + bonus) * congruence
     return ScoredCandidate(

@@ -154,15 +154,34 @@ def test_candidate_score_refuses_bad_arguments(args: tuple[object, ...], name: s
 
 @given(signed(), signed(), st.booleans())
 @PROPERTY
-def test_mood_congruence_factor_boosts_only_a_clear_shared_sign(
+def test_mood_congruence_factor_boosts_only_a_shared_sign_when_switched_on(
     memory: float, mood: float, on: bool
 ) -> None:
     factor = mood_congruence_factor(memory, mood, on)
-    congruent = on and abs(mood) >= 0.20 and memory != 0 and (memory > 0) == (mood > 0)
+    congruent = on and memory != 0 and (memory > 0) == (mood > 0)
     if not congruent:
         assert factor == 1.0
     else:
         assert factor == (1.06 if mood < 0 else 1.03)
+
+
+@pytest.mark.parametrize(
+    ("memory", "mood", "expected"),
+    [(0.5, 0.1999, 1.03), (-0.5, -0.1999, 1.06), (0.8, 0.01, 1.03), (-0.3, -0.05, 1.06)],
+)
+def test_mood_congruence_factor_trusts_its_flag_below_threshold(
+    memory: float, mood: float, expected: float
+) -> None:
+    # The threshold belongs to score_candidate, which decides the flag; the factor obeys it.
+    assert mood_congruence_factor(memory, mood, True) == expected
+    assert mood_congruence_factor(memory, mood, False) == 1.0
+
+
+@pytest.mark.parametrize("mood", [0.1999, -0.1999, 0.0])
+def test_score_candidate_switches_congruence_off_below_the_threshold(mood: float) -> None:
+    candidate = MemoryCandidate(id="m", text="t", distance=0.4, emotional_valence=-0.7)
+    assert score_candidate(candidate, NOW, mood).congruence == 1.0
+    assert score_candidate(candidate, NOW, -0.2).congruence == 1.06
 
 
 # --- score_candidate and rank_candidates ----------------------------------------------------

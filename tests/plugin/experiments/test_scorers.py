@@ -77,7 +77,9 @@ def test_batch_scores_equal_the_scalar_kernel(seed: int, congruence_on: bool) ->
             ) * mood_congruence_factor(
                 float(batch.memory_valences[row, col]),
                 float(batch.mood_valence[row]),
-                congruence_on,
+                # the factor trusts its flag; score_candidate applies the threshold
+                congruence_on
+                and abs(float(batch.mood_valence[row])) >= weights.congruence_threshold,
                 weights=weights,
             )
             assert scores[row, col] == expected
