@@ -25,10 +25,22 @@ from kernel import (
     mood_octant,
 )
 from kernel.adapters import ScriptedModel
-from plugin.errors import StoreError
+from kernel.errors import shown
+from kernel.models import MemoryCandidate
+from kernel.protocols import MemoryRetriever, RetrievalInput
+from plugin.errors import RecordError, StoreError
+from plugin.jsonl import read_jsonl
+from plugin.records import MemoryRecord, parse_record
 from plugin.tables import format_table
 
-__all__ = ["DEMO_CONVERSATION", "DEMO_NOW", "DEMO_USER", "DemoTurn", "run_demo"]
+__all__ = [
+    "DEMO_CONVERSATION",
+    "DEMO_NOW",
+    "DEMO_USER",
+    "DemoTurn",
+    "read_memories",
+    "run_demo",
+]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SAMPLE_MEMORIES = FIXTURES / "sample_memories.jsonl"
@@ -70,6 +82,7 @@ class DemoTurn:
     retrieve: bool
     result: TurnResult
     distance_order: tuple[str, ...]
+    """Every candidate Chroma returned for the turn, nearest first (empty without retrieval)."""
     presence: str
 
 
@@ -94,15 +107,52 @@ class _GatedScriptedModel:
         return self._script.generate(request)
 
 
-def _fresh_directory(path: Path) -> Path:
-    if path.exists():
-        if any(path.iterdir()) and not (path / _MARKER).exists():
-            raise StoreError(
-                f"{path} is not empty and was not made by the demo; pass another --data-dir"
+class _RecordingRetriever:
+    """A retriever that keeps the whole candidate pool of the latest retrieval."""
+
+    def __init__(self, inner: MemoryRetriever) -> None:
+        self._inner = inner
+        self.pool: tuple[MemoryCandidate, ...] = ()
+
+    async def retrieve(self, request: RetrievalInput) -> Sequence[MemoryCandidate]:
+        found = await self._inner.retrieve(request)
+        self.pool = tuple(found)
+        return found
+
+
+def read_memories(path: Path) -> tuple[MemoryRecord, ...]:
+    """Every record of a JSON Lines file, read as ``ingest`` reads it: errors name the line."""
+    records: list[MemoryRecord] = []
+    first_line: dict[str, int] = {}
+    for number, value in read_jsonl(path):
+        record = parse_record(value, where=f"{path} line {number}")
+        if record.id in first_line:
+            raise RecordError(
+                f"{path} line {number}: id {shown(record.id)} repeats line {first_line[record.id]}"
             )
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
-    (path / _MARKER).write_text("made by `affect-memory demo`; safe to delete\n")
+        first_line[record.id] = number
+        records.append(record)
+    if not records:
+        raise RecordError(f"{path}: no records (expected one JSON object per line)")
+    return tuple(records)
+
+
+def _fresh_directory(path: Path) -> Path:
+    try:
+        if path.exists() or path.is_symlink():
+            if any(path.iterdir()) and not (path / _MARKER).exists():
+                raise StoreError(
+                    f"{path} is not empty and was not made by the demo; pass another --data-dir"
+                )
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        (path / _MARKER).write_text("made by `affect-memory demo`; safe to delete\n")
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise StoreError(
+            f"cannot use {path} for the demo ({reason}: {error.filename or path}); "
+            "pass a writable --data-dir"
+        ) from None
     return path
 
 
@@ -114,21 +164,23 @@ def run_demo(
     out: TextIO,
     progress: bool = False,
 ) -> list[DemoTurn]:
-    """Run the demo in ``data_dir/demo`` (recreated each time) and print it to ``out``."""
+    """Run the demo in ``data_dir/demo`` (recreated each time) and print it to ``out``.
+
+    The memories file is validated before anything is created or removed.
+    """
     from plugin.chroma_memory import ChromaMemory
-    from plugin.commands._memory import read_jsonl
     from plugin.embeddings import SentenceTransformerEmbedder
     from plugin.gate import EmbeddingIntentGate
     from plugin.sqlite_store import SQLiteStateStore
     from plugin.turn_memory import MemoryTurnEffects
 
+    records = read_memories(memories_file)
     home = _fresh_directory(data_dir / "demo")
     embedder = SentenceTransformerEmbedder()
     location: str | Path = chroma_url or home / "chroma"
     collection = f"demo-{datetime.now(UTC):%Y%m%d%H%M%S%f}" if chroma_url else "memories"
     say = _printer(out)
     with ChromaMemory(location, collection=collection, embedder=embedder) as memory:
-        records = [record for _, record in read_jsonl(memories_file)]
         written = memory.add(records, progress=progress).written
         say(
             f"Ingested {written} sample memories ({memory.count(DEMO_USER)} of {DEMO_USER}) "
@@ -139,17 +191,18 @@ def run_demo(
         )
         store = SQLiteStateStore(home / "state.db")
         clock = _stepping_clock(DEMO_NOW, timedelta(minutes=2))
+        retriever = _RecordingRetriever(memory.retriever_for(DEMO_USER))
         engine = AffectEngine(
             model=model,
             store=store,
             conversation_id=f"{DEMO_USER}-demo",
-            retriever=memory.retriever_for(DEMO_USER),
+            retriever=retriever,
             effects=[MemoryTurnEffects(memory)],
             user_id=DEMO_USER,
             clock=clock,
         )
         before = memory.count(DEMO_USER)
-        turns = asyncio.run(_converse(engine, model))
+        turns = asyncio.run(_converse(engine, model, retriever))
         for number, turn in enumerate(turns, start=1):
             _print_turn(say, number, turn)
         recalled = {
@@ -169,13 +222,18 @@ def run_demo(
     return turns
 
 
-async def _converse(engine: AffectEngine, model: _GatedScriptedModel) -> list[DemoTurn]:
+async def _converse(
+    engine: AffectEngine, model: _GatedScriptedModel, retriever: _RecordingRetriever
+) -> list[DemoTurn]:
     turns: list[DemoTurn] = []
     for message, _ in DEMO_CONVERSATION:
+        retriever.pool = ()
         result = await engine.turn(message)
         prediction = model.predictions[-1]
         presence = await engine.presence()
-        by_distance = sorted(result.memories, key=lambda s: (s.candidate.distance, s.candidate.id))
+        by_distance: list[MemoryCandidate] = sorted(
+            retriever.pool, key=lambda candidate: (candidate.distance, candidate.id)
+        )
         turns.append(
             DemoTurn(
                 message=message,
@@ -183,7 +241,7 @@ async def _converse(engine: AffectEngine, model: _GatedScriptedModel) -> list[De
                 confidence=prediction.confidence,
                 retrieve=prediction.should_retrieve,
                 result=result,
-                distance_order=tuple(s.candidate.id for s in by_distance),
+                distance_order=tuple(candidate.id for candidate in by_distance),
                 presence=str(presence["line"]),
             )
         )
@@ -243,7 +301,10 @@ def _print_turn(say: Callable[[str], None], number: int, turn: DemoTurn) -> None
         f"retrieve: {'yes' if turn.retrieve else 'no'}"
     )
     if result.memories:
-        say("  memories  ranked by the kernel; 'dist#' is the plain Chroma distance rank")
+        say(
+            "  memories  ranked by the kernel; 'dist#' is the Chroma distance rank among all "
+            f"{len(turn.distance_order)} candidates retrieved"
+        )
         table = format_table(
             [
                 "#",

@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import io
+import json
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from plugin.demo import DEMO_CONVERSATION, DEMO_USER, run_demo
+from plugin.cli import main
+from plugin.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
 from plugin.errors import StoreError
 
 
-def test_the_demo_prints_every_turn_with_state_and_evidence_and_commits_it(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[DemoTurn], str]:
+    """One demo run for the module (it loads the model and runs six turns)."""
+    home = tmp_path_factory.mktemp("demo-run")
     out = io.StringIO()
-    turns = run_demo(tmp_path, out=out)
-    text = out.getvalue()
+    turns = run_demo(home, out=out)
+    return home, turns, out.getvalue()
+
+
+def test_the_demo_prints_every_turn_with_state_and_evidence_and_commits_it(
+    demo_run: tuple[Path, list[DemoTurn], str],
+) -> None:
+    home, turns, text = demo_run
     assert len(turns) == len(DEMO_CONVERSATION)
     for number, turn in enumerate(turns, start=1):
         assert f"Turn {number} " in text
@@ -25,8 +37,8 @@ def test_the_demo_prints_every_turn_with_state_and_evidence_and_commits_it(tmp_p
     recalled = [turn for turn in turns if turn.result.memories]
     assert recalled, "the demo should retrieve memories on some turns"
     # The question about home surfaces the current fact above the stale one.
-    home = next(turn for turn in turns if "where I live" in turn.message)
-    ranked = [scored.candidate.id for scored in home.result.memories]
+    home_turn = next(turn for turn in turns if "where I live" in turn.message)
+    ranked = [scored.candidate.id for scored in home_turn.result.memories]
     assert "alice-home-new" in ranked
     assert "alice-home-old" not in ranked or ranked.index("alice-home-new") < ranked.index(
         "alice-home-old"
@@ -36,10 +48,42 @@ def test_the_demo_prints_every_turn_with_state_and_evidence_and_commits_it(tmp_p
         for turn in turns
         for scored in turn.result.memories
     )
-    with sqlite3.connect(tmp_path / "demo" / "state.db") as db:
+    with sqlite3.connect(home / "demo" / "state.db") as db:
         (messages,) = db.execute("SELECT count(*) FROM messages").fetchone()
     assert messages == 2 * len(DEMO_CONVERSATION)
     assert DEMO_USER in text
+
+
+def test_dist_rank_is_the_chroma_rank_in_the_whole_candidate_pool(
+    demo_run: tuple[Path, list[DemoTurn], str],
+) -> None:
+    _, turns, text = demo_run
+    sample_ids = {
+        json.loads(line)["id"]
+        for line in SAMPLE_MEMORIES.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["user_id"] == DEMO_USER
+    }
+    first = turns[0]
+    assert first.result.memories, "the first turn retrieves"
+    # Before the first turn wrote anything, the pool is every one of the user's memories,
+    # which is more than the rows shown.
+    assert set(first.distance_order) == sample_ids
+    assert len(first.distance_order) > len(first.result.memories)
+    blocks = text.split("── Turn ")[1:]
+    shown_beyond_rows = False
+    for turn, block in zip(turns, blocks, strict=True):
+        if not turn.result.memories:
+            continue
+        assert f"among all {len(turn.distance_order)} candidates retrieved" in block
+        rows = re.findall(r"^ {4}(\d+) +(\d+) +(\S+) ", block, flags=re.MULTILINE)
+        assert len(rows) == len(turn.result.memories)
+        for (rank, dist_rank, ident), scored in zip(rows, turn.result.memories, strict=True):
+            assert int(rank) == turn.result.memories.index(scored) + 1
+            assert ident.rstrip("…") == scored.candidate.id[: len(ident.rstrip("…"))]
+            pool_rank = turn.distance_order.index(scored.candidate.id) + 1
+            assert int(dist_rank) == pool_rank
+            shown_beyond_rows |= pool_rank > len(rows)
+    assert shown_beyond_rows, "a kernel-ranked row came from beyond Chroma's top rows"
 
 
 def test_the_demo_recreates_its_own_directory_but_refuses_a_foreign_one(tmp_path: Path) -> None:
@@ -49,3 +93,46 @@ def test_the_demo_recreates_its_own_directory_but_refuses_a_foreign_one(tmp_path
     with pytest.raises(StoreError, match="not made by the demo"):
         run_demo(tmp_path, out=io.StringIO())
     assert (foreign / "precious.txt").exists()
+
+
+@pytest.mark.parametrize("layout", ["under-a-file", "demo-is-a-file"])
+def test_an_unusable_data_dir_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], layout: str
+) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a directory")
+    if layout == "under-a-file":
+        data_dir = blocker / "data"
+    else:
+        data_dir = tmp_path / "data"
+        data_dir.mkdir()
+        (data_dir / "demo").write_text("a file where the demo's directory goes")
+
+    assert main(["demo", "--data-dir", str(data_dir)]) == 2
+
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith("affect-memory demo: cannot use ")
+    assert "pass a writable --data-dir" in line
+    assert captured.out == ""
+
+
+def test_bad_memories_are_named_by_line_like_ingest_and_nothing_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = SAMPLE_MEMORIES.read_text(encoding="utf-8").splitlines()[0]
+    bad = json.dumps({**json.loads(good), "id": "bad", "significance": 5})
+    memories = tmp_path / "naive.jsonl"
+    memories.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+    data_dir = tmp_path / "data"
+
+    assert main(["demo", "--data-dir", str(data_dir), "--memories", str(memories)]) == 2
+    [demo_line] = capsys.readouterr().err.splitlines()
+    assert not data_dir.exists(), "the demo created its directory before validating"
+
+    assert main(["ingest", str(memories), "--data-dir", str(tmp_path / "ingest")]) == 2
+    [ingest_line] = capsys.readouterr().err.splitlines()
+    assert f"{memories} line 2" in demo_line
+    assert demo_line.removeprefix("affect-memory demo: ") == ingest_line.removeprefix(
+        "affect-memory ingest: "
+    )
