@@ -409,9 +409,19 @@ def state_emotions(
     return emotions
 
 
-def _fold_max(into: dict[str, float], other: Mapping[str, float]) -> None:
+def _merge_max(fresh: Mapping[str, float], carried: Mapping[str, float]) -> dict[str, float]:
+    """The maximum of both maps over the union of their names (fresh zeros stay present)."""
+    merged = dict(fresh)
+    for name, value in carried.items():
+        if name not in merged or value > merged[name]:
+            merged[name] = value
+    return merged
+
+
+def _fold_larger(into: dict[str, float], other: Mapping[str, float]) -> None:
+    """Fold ``other`` in where it is larger, a missing name counting as 0 (so 0.0 adds nothing)."""
     for name, value in other.items():
-        if value > into.get(name, -1.0):
+        if value > into.get(name, 0.0):
             into[name] = value
 
 
@@ -441,13 +451,12 @@ def appraise_turn(
     carried = decay_occ_carry(
         state.occ_carry if occ_carry is None else occ_carry, dynamics=dynamics
     )
-    merged = dict(impulse.emotions)
-    _fold_max(merged, carried)
-    _fold_max(merged, state_emotions(impulse.mood, state.attachment.longing, dynamics=dynamics))
-    _fold_max(
-        merged,
-        expectation_emotions(expectation or state.expectation or "", message, cues=cues),
-    )
+    merged = _merge_max(impulse.emotions, carried)
+    _fold_larger(merged, state_emotions(impulse.mood, state.attachment.longing, dynamics=dynamics))
+    # Only a missing expectation (None) falls back to the state's; "" means none, as in the
+    # reference.
+    expected = state.expectation if expectation is None else expectation
+    _fold_larger(merged, expectation_emotions(expected or "", message, cues=cues))
     next_carry = {name: value for name, value in merged.items() if value > dynamics.carry_floor}
     next_state = state.model_copy(
         update={

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import string
 
 import pytest
@@ -365,16 +364,21 @@ def test_appraise_turn_merges_by_maximum(state: AffectState, intent: str, messag
         state.mood, state.personality, state.relationship.stage, state.baseline_valence
     )
     fresh = appraise_input(decayed, state.goals, intent, state.baseline_valence)
-    parts = [
-        dict(fresh.emotions),
-        decay_occ_carry(state.occ_carry),
+    carried = decay_occ_carry(state.occ_carry)
+    merged = {
+        name: max(fresh.emotions.get(name, 0.0), carried.get(name, 0.0))
+        for name in {*fresh.emotions, *carried}
+    }
+    # State and expectation emotions are folded in where larger, a missing name counting as 0.
+    folded = [
         state_emotions(fresh.mood, state.attachment.longing),
         expectation_emotions(state.expectation or "", message),
     ]
-    names = set().union(*parts)
-    assert set(outcome.active_emotions) == names
-    for name in names:
-        assert outcome.active_emotions[name] == max(p.get(name, -math.inf) for p in parts)
+    for part in folded:
+        for name, value in part.items():
+            if value > merged.get(name, 0.0):
+                merged[name] = value
+    assert dict(outcome.active_emotions) == merged
     assert outcome.state.mood == fresh.mood
 
 
@@ -387,6 +391,38 @@ def test_appraise_turn_prefers_a_passed_expectation_and_carry_over_the_states() 
     assert "relief" not in passed.active_emotions
     assert passed.active_emotions["satisfaction"] == 0.4
     assert passed.active_emotions["reproach"] == 0.0
+
+
+def test_appraise_turn_treats_an_explicit_empty_expectation_as_no_expectation() -> None:
+    state = AffectState(expectation="she was upset")
+    assert appraise_turn(state, "CASUAL", message="things are better").active_emotions[
+        "relief"
+    ] == 0.45
+    explicit_none = appraise_turn(state, "CASUAL", None, "", "things are better")
+    assert "relief" not in explicit_none.active_emotions
+    assert "surprise" not in explicit_none.active_emotions
+    no_expectation = appraise_turn(AffectState(), "CASUAL", None, None, "things are better")
+    assert explicit_none.active_emotions == no_expectation.active_emotions
+    assert explicit_none.state.occ_carry == no_expectation.state.occ_carry
+
+
+@pytest.mark.parametrize(
+    ("mood", "absent"),
+    [
+        # arousal -0.0004 decays to -0.0003 (an unknown intent adds no impulse): fatigue 0.0
+        (Mood(arousal=-0.0004), "fatigue"),
+        # valence -0.0004 decays to -0.0003: unease round3(0.0003) is 0.0
+        (Mood(valence=-0.0004), "unease"),
+    ],
+)
+def test_appraise_turn_leaves_out_state_emotions_that_round_to_zero(
+    mood: Mood, absent: str
+) -> None:
+    state = AffectState(mood=mood)
+    assert state_emotions(appraise_turn(state, "NONE").state.mood, 0.0)[absent] == 0.0
+    outcome = appraise_turn(state, "NONE")
+    assert absent not in outcome.active_emotions
+    assert absent not in outcome.state.occ_carry
 
 
 def test_appraise_turn_reads_the_stage_from_the_relationship() -> None:
