@@ -114,6 +114,8 @@ def build_untrusted_context(
     """Bound the evidence: the thought on the first turn only, then a fair share per memory.
 
     Each memory gets ``remaining // items_left`` characters, capped per item, in rank order.
+    Every memory keeps its slot, an empty text included, so the texts stay aligned with the
+    ranked memories.
     """
     thought: str | None = None
     if first_turn and carried_thought:
@@ -124,6 +126,5 @@ def build_untrusted_context(
         share = min(limits.per_item, remaining // (len(memory_texts) - index))
         piece = text[:share]
         remaining -= len(piece)
-        if piece:
-            kept.append(piece)
+        kept.append(piece)
     return UntrustedContext(memory_texts=tuple(kept), carried_thought=thought)

@@ -161,14 +161,23 @@ def test_untrusted_context_respects_every_bound_and_keeps_rank_order(
     context = build_untrusted_context(memories, thought, first_turn=first_turn)
     assert memories == before
     assert context.total_chars() <= 8000
-    assert all(0 < len(text) <= 2000 for text in context.memory_texts)
+    assert all(len(text) <= 2000 for text in context.memory_texts)
     assert len(context.carried_thought or "") <= 2000
     if not first_turn:
         assert context.carried_thought is None
-    nonempty = iter(text for text in memories if text)
-    for piece in context.memory_texts:
-        source = next(nonempty)
+    assert len(context.memory_texts) == len(memories)
+    for source, piece in zip(memories, context.memory_texts, strict=True):
         assert source.startswith(piece)
+
+
+def test_build_untrusted_context_keeps_every_ranked_memory_slot_even_an_empty_one() -> None:
+    assert build_untrusted_context(["", "abc"], None, first_turn=False).memory_texts == ("", "abc")
+    # A memory whose share is spent keeps its (empty) slot too, so texts stay aligned with ranks.
+    limits = EvidenceLimits(per_item=5, total=5)
+    context = build_untrusted_context(["x", "abcdef", "yz"], "thought", first_turn=True,
+                                      limits=limits)
+    assert context.carried_thought == "thoug"
+    assert context.memory_texts == ("", "", "")
 
 
 def test_evidence_limits_are_caller_owned() -> None:
