@@ -8,8 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from kernel.errors import AffectMemoryError
+from plugin import __version__
 
-__all__ = ["build_parser", "main"]
+__all__ = ["MAX_ERROR_CHARS", "build_parser", "error_line", "main"]
 
 COMMAND_MODULES = (
     "demo",
@@ -25,6 +26,9 @@ COMMAND_MODULES = (
 )
 """Sub-command modules under ``plugin.commands``, in ``--help`` order."""
 
+MAX_ERROR_CHARS = 1000
+"""Longest error line the CLI prints; a longer one is cut (values are cut at 200 already)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command registered."""
@@ -32,20 +36,52 @@ def build_parser() -> argparse.ArgumentParser:
         prog="affect-memory",
         description="An affect-aware memory layer for AI agents.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(f"plugin.commands.{name}").register(commands)
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown argument is reported with its sub-command's usage.
+
+    argparse hands a sub-command's unknown arguments back to the top-level parser, which
+    would print the top-level usage for ``affect-memory recall --bogus``.
+    """
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        chosen = _subcommand(parser, args.command)
+        chosen.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen: argparse.ArgumentParser = action.choices[name]
+            return chosen
+    return parser
+
+
+def error_line(command: str, error: BaseException) -> str:
+    """The one line printed for a failed command: whitespace runs joined, cut when too long."""
+    text = " ".join(f"affect-memory {command}: {error}".split())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}… (line cut; {len(text):,} characters)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a user's mistake exits 2 with one line on stderr, never a traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     try:
         code: int = args.handler(args)
     except AffectMemoryError as error:
-        print(f"affect-memory {args.command}: {error}", file=sys.stderr)
+        print(error_line(args.command, error), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"affect-memory {args.command}: interrupted", file=sys.stderr)
