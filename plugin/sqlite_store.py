@@ -7,6 +7,11 @@ held for short transactions: one read at load, one ``BEGIN IMMEDIATE`` write at 
 holding the new state, every message of the turn and its outbox rows. Different
 conversations therefore never wait on each other for longer than a commit.
 
+Removing a lock file while it is held (a clean-up of "stale" locks) lets the next turn in
+beside the holder; no update is lost even then. A waiter whose file was removed or replaced
+locks the file now at the path, and a commit is refused, with nothing written, when the
+conversation changed since the transaction first read it.
+
 Durability: WAL mode with ``synchronous=NORMAL``. A committed turn survives the process
 being killed at any point; after a power loss or OS crash the last few commits may be
 rolled back (never half-applied). Pass ``synchronous="FULL"`` to trade speed for that.
@@ -30,7 +35,7 @@ from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -81,6 +86,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (topic, applied, seq);
 """
+
+_SEEN = (
+    "SELECT (SELECT state FROM conversations WHERE conversation_id = ?1), "
+    "(SELECT max(seq) FROM messages WHERE conversation_id = ?1)"
+)
+"""What a transaction's reads depend on: the state row and the newest message of a conversation."""
+
+_Seen = tuple[str | None, int | None]
 
 _T = TypeVar("_T")
 _CACHED_CONVERSATIONS = 64
@@ -250,33 +263,24 @@ class SQLiteStateStore:
     async def _acquire(self, conversation_id: str) -> int:
         """An fd holding the conversation's exclusive flock; waits in a thread, not the loop."""
         path = self._lock_path(conversation_id)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as error:
-            raise StateStoreError(f"cannot open the lock file {path}: {error}; {_HINT}") from error
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = self._lock(path, wait=False)
+        if fd is not None:
             return fd
-        except OSError as error:
-            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                os.close(fd)
-                raise StateStoreError(f"cannot lock {path}: {error}") from error
         # Held elsewhere: wait in a thread of our own. A shared pool could fill with waiters
         # of one busy conversation and starve another conversation's turn.
         done: concurrent.futures.Future[int] = concurrent.futures.Future()
 
         def wait() -> None:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException as error:  # pragma: no cover - flock on a valid fd
-                os.close(fd)
+                locked = self._lock(path, wait=True)
+            except BaseException as error:
                 if done.set_running_or_notify_cancel():
                     done.set_exception(error)
                 return
             if done.set_running_or_notify_cancel():
-                done.set_result(fd)
+                done.set_result(locked)
             else:  # the waiter gave up while we blocked
-                _release(fd)
+                _release(locked)
 
         threading.Thread(target=wait, name="affect-memory-lock", daemon=True).start()
         try:
@@ -288,6 +292,43 @@ class SQLiteStateStore:
                     lambda future: _release(future.result()) if future.exception() is None else None
                 )
             raise
+
+    @overload
+    def _lock(self, path: str, *, wait: Literal[True]) -> int: ...
+    @overload
+    def _lock(self, path: str, *, wait: Literal[False]) -> int | None: ...
+    def _lock(self, path: str, *, wait: bool) -> int | None:
+        """An fd holding an exclusive flock on the file now at ``path``; None if busy, not waiting.
+
+        A lock file removed or replaced while we waited on it (a clean-up of "stale" locks)
+        excludes nobody any more, so the lock is taken again on the file now at the path.
+        """
+        while True:
+            fd = self._open_lock_file(path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                os.close(fd)
+                if not wait and error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    return None
+                raise StateStoreError(f"cannot lock {path}: {error}") from error
+            if _is_file_at(fd, path):
+                return fd
+            _release(fd)
+
+    def _open_lock_file(self, path: str) -> int:
+        """Open (creating) a lock file, and the lock directory again if it was removed."""
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            raise StateStoreError(f"cannot open the lock file {path}: {error}; {_HINT}") from error
+        try:
+            self._lock_dir.mkdir(exist_ok=True)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise StateStoreError(f"cannot open the lock file {path}: {error}; {_HINT}") from error
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -347,9 +388,8 @@ class SQLiteStateStore:
         Writers of this store queue on an OS lock first: SQLite's own busy handler polls with
         sleeps of a millisecond or more, a kernel lock wakes the next writer at once.
         """
-        fd = os.open(self._write_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = self._lock(self._write_lock, wait=True)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             connection.execute("BEGIN IMMEDIATE")
             try:
                 yield
@@ -389,9 +429,12 @@ class SQLiteStateStore:
         row = connection.execute(
             "SELECT state FROM conversations WHERE conversation_id = ?", (conversation_id,)
         ).fetchone()
-        if row is None:
+        return self._state_of(conversation_id, None if row is None else row[0])
+
+    def _state_of(self, conversation_id: str, text: str | None) -> AffectState | None:
+        """The state a stored row holds, decoded once per distinct row text."""
+        if text is None:
             return None
-        text: str = row[0]
         cached = self._cached(conversation_id)
         if cached.state_text == text and cached.state is not None:
             return cached.state
@@ -447,9 +490,19 @@ class SQLiteStateStore:
                 self._cache.popitem(last=False)
 
     def _commit_work(
-        self, conversation_id: str, state: object, messages: object, outbox: object
+        self,
+        conversation_id: str,
+        state: object,
+        messages: object,
+        outbox: object,
+        seen: _Seen | None = None,
     ) -> Callable[[sqlite3.Connection], None]:
-        """Check and serialize a commit here; the returned work only writes."""
+        """Check and serialize a commit here; the returned work only writes.
+
+        With ``seen`` (what the transaction read), the write is refused if the conversation
+        changed since: only a turn that got past a removed lock file can have changed it, and
+        writing over its commit would lose that turn.
+        """
         now = self._clock()
         prepared = prepare_commit(state, messages, outbox, now)
         state_json = (
@@ -477,6 +530,16 @@ class SQLiteStateStore:
 
         def write(connection: sqlite3.Connection) -> None:
             with self._write(connection):
+                if (
+                    seen is not None
+                    and connection.execute(_SEEN, (conversation_id,)).fetchone() != seen
+                ):
+                    raise StateStoreError(
+                        f"conversation {conversation_id!r} changed while this transaction held "
+                        "it, so committing would overwrite another turn; nothing was written "
+                        "(retry the turn). Another process got in, most likely because a lock "
+                        f"file in {self._lock_dir} was removed while it was held"
+                    )
                 if state_json is not None:
                     connection.execute(
                         "INSERT INTO conversations (conversation_id, state, updated_at) "
@@ -518,6 +581,16 @@ def _release_when_done(fd: int, work: Sequence[concurrent.futures.Future[Any]]) 
 
     for future in pending:
         future.add_done_callback(finished)
+
+
+def _is_file_at(fd: int, path: str) -> bool:
+    """Whether ``fd`` is still the file at ``path``: not removed or replaced since it was opened."""
+    try:
+        at_path = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
 
 def _release(fd: int) -> None:
@@ -580,6 +653,20 @@ class _SQLiteTransaction:
         self.closed = False
         self.in_flight: list[concurrent.futures.Future[Any]] = []
         """Worker-thread calls of this transaction; the lock is kept until they finish."""
+        self._seen: _Seen | None = None
+        self._seen_guard = threading.Lock()
+
+    def _see(self, connection: sqlite3.Connection) -> _Seen | None:
+        """Note what the conversation holds before this transaction's first read.
+
+        Returns the row when this call took it (so a state read can reuse it), else None.
+        Taken before the read, so a change between the two shows as a conflict at commit.
+        """
+        with self._seen_guard:
+            if self._seen is not None:
+                return None
+            self._seen = connection.execute(_SEEN, (self._conversation_id,)).fetchone()
+            return self._seen
 
     def _check_open(self) -> None:
         if self.closed:
@@ -595,16 +682,26 @@ class _SQLiteTransaction:
     async def load_state(self) -> AffectState | None:
         """The committed state, or None for a new conversation."""
         self._check_open()
-        return await self._run(lambda c: self._store._read_state(c, self._conversation_id))
+
+        def read(connection: sqlite3.Connection) -> AffectState | None:
+            seen = self._see(connection)
+            if seen is not None:
+                return self._store._state_of(self._conversation_id, seen[0])
+            return self._store._read_state(connection, self._conversation_id)
+
+        return await self._run(read)
 
     async def load_transcript(self, limit: int | None = None) -> tuple[Message, ...]:
         """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
         self._check_open()
         if limit is not None:
             check_limit(limit)
-        return await self._run(
-            lambda c: self._store._read_transcript(c, self._conversation_id, limit)
-        )
+
+        def read(connection: sqlite3.Connection) -> tuple[Message, ...]:
+            self._see(connection)
+            return self._store._read_transcript(connection, self._conversation_id, limit)
+
+        return await self._run(read)
 
     async def commit(
         self,
@@ -623,7 +720,7 @@ class _SQLiteTransaction:
             raise StateStoreError(
                 f"transaction on conversation {self._conversation_id!r} was already committed"
             )
-        work = self._store._commit_work(self._conversation_id, state, messages, outbox)
+        work = self._store._commit_work(self._conversation_id, state, messages, outbox, self._seen)
         self.committed = True
         try:
             await self._run(work)

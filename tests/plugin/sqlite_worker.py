@@ -1,4 +1,5 @@
-"""A separate process for the SQLite concurrency tests: run scripted turns, or hang mid-stream.
+"""A separate process for the SQLite concurrency tests: run scripted turns, hang mid-stream, or
+hold a turn mid-stream until a go file appears.
 
 Run as ``python -m tests.plugin.sqlite_worker MODE --db PATH --conversation ID ...``.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from kernel.adapters import ScriptedModel, ScriptedReply
 from kernel.engine import AffectEngine
+from kernel.errors import StateStoreError
 from kernel.protocols import GateInput, GateResult, GenerateInput
 from plugin import SQLiteStateStore
 
@@ -78,9 +80,44 @@ async def hang(args: argparse.Namespace) -> None:
     raise AssertionError("the paused reply must never finish")
 
 
+async def held(args: argparse.Namespace) -> None:
+    """One turn that streams a chunk, then waits for ``--go-file`` before it finishes and commits.
+
+    A commit the store refuses prints ``FAILED`` (the error goes to stderr) and exits with 3.
+    """
+    store = SQLiteStateStore(args.db)
+    go, release = Path(args.go_file), asyncio.Event()
+
+    async def watch() -> None:
+        while not go.exists():
+            await asyncio.sleep(0.005)
+        release.set()
+
+    model = ScriptedModel(
+        classify=_classify,
+        replies=[
+            ScriptedReply(chunks=("re: ", message_for(args.worker, args.start)), pause=release)
+        ],
+    )
+    engine = AffectEngine(model=model, store=store, conversation_id=args.conversation)
+    watcher = asyncio.create_task(watch())
+    try:
+        await engine.turn(
+            message_for(args.worker, args.start), on_token=lambda _: print("STREAMING", flush=True)
+        )
+    except StateStoreError as error:
+        print("FAILED", flush=True)
+        print(error, file=sys.stderr, flush=True)
+        raise SystemExit(3) from None
+    finally:
+        watcher.cancel()
+        store.close()
+    print("DONE", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("turns", "hang"))
+    parser.add_argument("mode", choices=("turns", "hang", "held"))
     parser.add_argument("--db", required=True)
     parser.add_argument("--conversation", required=True)
     parser.add_argument("--worker", type=int, default=0)
@@ -91,7 +128,8 @@ def main() -> None:
     parser.add_argument("--report", action="store_true")
     args = parser.parse_args()
     started = time.perf_counter()
-    asyncio.run(run_turns(args) if args.mode == "turns" else hang(args))
+    modes = {"turns": run_turns, "hang": hang, "held": held}
+    asyncio.run(modes[args.mode](args))
     print(f"ELAPSED {time.perf_counter() - started:.3f}", file=sys.stderr)
 
 

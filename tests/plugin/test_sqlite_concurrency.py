@@ -6,6 +6,7 @@ Workers are separate Python processes (``tests/plugin/sqlite_worker.py``) sharin
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import queue
@@ -241,3 +242,41 @@ async def test_a_slow_turn_does_not_hold_up_another_conversation(db: Path) -> No
     slow_store.close()
     fast_store.close()
     assert events == ["fast committed", "slow committed"]
+
+
+def _lock_file_of(db: Path, conversation: str) -> Path:
+    digest = hashlib.sha256(conversation.encode("utf-8")).hexdigest()
+    return db.with_name(db.name + ".locks") / f"{digest}.lock"
+
+
+@pytest.mark.parametrize("first_to_commit", ["newcomer", "holder"])
+def test_removing_a_held_lock_file_loses_no_update(
+    db: Path, tmp_path: Path, first_to_commit: str
+) -> None:
+    Worker("turns", db, "shared", worker=0, turns=1).finish()
+    holder_go, newcomer_go = tmp_path / "holder-go", tmp_path / "newcomer-go"
+    holder = Worker("held", db, "shared", worker=1, go_file=holder_go)
+    holder.expect("STREAMING")
+    lock = _lock_file_of(db, "shared")
+    lock.unlink()  # a clean-up of "stale" lock files, while the holder is mid-turn
+    newcomer = Worker("held", db, "shared", worker=2, go_file=newcomer_go)
+    try:
+        newcomer.expect("STREAMING")  # the lock file was gone, so nothing stopped it
+        first, second = (newcomer, holder) if first_to_commit == "newcomer" else (holder, newcomer)
+        (newcomer_go if first is newcomer else holder_go).touch()
+        first.expect("DONE")
+        first.finish()
+        (holder_go if first is newcomer else newcomer_go).touch()
+        second.expect("FAILED")
+        assert second.process.wait(timeout=60) == 3
+        assert "conversation 'shared' changed while" in second.stderr()
+    finally:
+        holder.kill()
+        newcomer.kill()
+    state, transcript = stored(db, "shared")
+    first_worker = 2 if first_to_commit == "newcomer" else 1
+    assert [content for _, content in transcript[::2]] == [
+        message_for(0, 0),
+        message_for(first_worker, 0),
+    ]
+    assert_paired_and_replayable(state, transcript)

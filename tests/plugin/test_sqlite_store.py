@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import fcntl
 import hashlib
 import json
@@ -404,3 +405,75 @@ async def test_a_commit_cancelled_mid_write_keeps_the_lock_until_the_write_ends(
             assert [m.content for m in await transaction.load_transcript()] == ["late"]
     finally:
         other.close()
+
+
+async def test_a_waiter_whose_lock_file_was_removed_locks_the_file_now_there(db: Path) -> None:
+    holder, waiter, latecomer = SQLiteStateStore(db), SQLiteStateStore(db), SQLiteStateStore(db)
+    release, waiter_in, latecomer_in = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with holder.transaction("c1"):
+            await release.wait()
+
+    async def wait_then_hold() -> None:
+        async with waiter.transaction("c1"):
+            waiter_in.set()
+            await asyncio.sleep(0.3)
+            assert not latecomer_in.is_set(), "the latecomer got in beside the waiter"
+
+    async def come_late() -> None:
+        async with latecomer.transaction("c1"):
+            latecomer_in.set()
+
+    try:
+        holding = asyncio.create_task(hold())
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(wait_then_hold())
+        await asyncio.sleep(0.05)  # the waiter has opened the lock file and blocks on it
+        assert not waiter_in.is_set()
+        _lock_file(db, "c1").unlink()
+        release.set()
+        await holding
+        async with asyncio.timeout(10):
+            await waiter_in.wait()
+        late = asyncio.create_task(come_late())
+        async with asyncio.timeout(10):
+            await waiting
+            await late
+    finally:
+        for store in (holder, waiter, latecomer):
+            store.close()
+
+
+async def test_a_removed_lock_directory_is_made_again(store: SQLiteStateStore, db: Path) -> None:
+    lock_dir = db.with_name(db.name + ".locks")
+    for lock in lock_dir.iterdir():
+        lock.unlink()
+    lock_dir.rmdir()
+    await _commit_one(store)
+    assert lock_dir.is_dir() and _can_lock(_lock_file(db, "c1"))
+
+
+async def test_a_turn_that_got_past_a_removed_lock_file_is_not_overwritten(db: Path) -> None:
+    first, second = SQLiteStateStore(db), SQLiteStateStore(db)
+
+    async def intrude() -> None:
+        async with second.transaction("c1") as intruder:  # nothing stops it now
+            await intruder.load_transcript()
+            await intruder.commit(state=None, messages=[Message(role="user", content="b")])
+
+    try:
+        await _commit_one(first)
+        async with first.transaction("c1") as held:
+            await held.load_state()
+            _lock_file(db, "c1").unlink()
+            # A task of its own (a fresh context), as another process's turn would be.
+            await asyncio.create_task(intrude(), context=contextvars.Context())
+            before = dump_sqlite(db)
+            with pytest.raises(StateStoreError, match="'c1' changed while this transaction"):
+                await held.commit(state=AffectState(), messages=[Message(role="user", content="a")])
+            assert dump_sqlite(db) == before
+        assert (await _read(first, None))[1] == ["hello", "b"]
+    finally:
+        first.close()
+        second.close()
