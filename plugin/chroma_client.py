@@ -87,9 +87,15 @@ def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
 
 
 class PathLock:
-    """An exclusive, process-wide lock on an embedded store directory, shared within a process."""
+    """An exclusive, process-wide lock on an embedded store directory, shared within a process.
 
-    _held: ClassVar[dict[str, tuple[int, int]]] = {}
+    The lock is an ``flock`` on the directory itself, which cannot be removed from under its
+    holder the way a lock file can (a second process would then lock a fresh file and write
+    the same path). ``LOCK_FILE`` is locked too, for builds that lock only the file, and names
+    the holder's pid for the refusal message.
+    """
+
+    _held: ClassVar[dict[str, tuple[tuple[int, int], int]]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, directory: Path) -> None:
@@ -100,30 +106,47 @@ class PathLock:
             if held is not None:
                 PathLock._held[self._key] = (held[0], held[1] + 1)
                 return
-            fd = self._acquire(directory)
-            PathLock._held[self._key] = (fd, 1)
+            fds = self._acquire(directory)
+            PathLock._held[self._key] = (fds, 1)
 
     @staticmethod
-    def _acquire(directory: Path) -> int:
+    def _acquire(directory: Path) -> tuple[int, int]:
         lock_path = directory / LOCK_FILE
         try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
-            raise StoreUnavailableError(f"cannot open lock file {lock_path}: {error}") from None
+            raise StoreUnavailableError(f"cannot open {directory} to lock it: {error}") from None
+        file_fd = -1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
+            fcntl.flock(directory_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            file_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            for fd in (file_fd, directory_fd):
+                if fd >= 0:
+                    os.close(fd)
+            if not isinstance(error, BlockingIOError):
+                raise StoreUnavailableError(
+                    f"cannot lock the embedded store {directory}: {error}"
+                ) from None
             raise StoreLockedError(
-                f"the embedded store {directory} is in use by another process (pid {holder}); "
-                "an embedded path serves one process at a time - for several processes run "
-                f"`chroma run --path {directory} --port 8000` and pass "
-                "--chroma http://127.0.0.1:8000"
+                f"the embedded store {directory} is in use by another process "
+                f"(pid {PathLock._holder(lock_path)}); an embedded path serves one process at "
+                f"a time - for several processes run `chroma run --path {directory} --port "
+                "8000` and pass --chroma http://127.0.0.1:8000"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-        return fd
+        os.ftruncate(file_fd, 0)
+        os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
+        return directory_fd, file_fd
+
+    @staticmethod
+    def _holder(lock_path: Path) -> str:
+        """The pid the holder wrote into the lock file, or "unknown" if the file is gone."""
+        try:
+            with lock_path.open("rb") as file:
+                return file.read(32).decode("ascii", "replace").strip() or "unknown"
+        except OSError:
+            return "unknown"
 
     def release(self) -> None:
         """Drop this holder; the OS lock goes when the last holder in the process releases."""
@@ -131,14 +154,15 @@ class PathLock:
             return
         self._released = True
         with PathLock._guard:
-            fd, count = PathLock._held[self._key]
+            (directory_fd, file_fd), count = PathLock._held[self._key]
             if count > 1:
-                PathLock._held[self._key] = (fd, count - 1)
+                PathLock._held[self._key] = ((directory_fd, file_fd), count - 1)
                 return
             del PathLock._held[self._key]
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            os.ftruncate(file_fd, 0)
+            for fd in (file_fd, directory_fd):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
 
 
 def _settings() -> Any:

@@ -1,0 +1,88 @@
+"""The embedded store lock under real processes: a removed lock file lets no second writer in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plugin.chroma_client import LOCK_FILE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_OPEN = """
+import sys
+from plugin.chroma_client import open_client, parse_location
+from plugin.errors import StoreLockedError
+try:
+    client, lock = open_client(parse_location(sys.argv[1]))
+except StoreLockedError as error:
+    print("REFUSED", error, flush=True)
+    raise SystemExit(3)
+print("OPENED", flush=True)
+if sys.argv[2] == "hold":
+    sys.stdin.readline()
+lock.release()
+"""
+
+
+def _open(directory: Path, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _OPEN, str(directory), mode],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+
+
+def _try_open(directory: Path) -> tuple[int, str]:
+    process = _open(directory, "once")
+    out, err = process.communicate(timeout=120)
+    assert "Traceback" not in err, err
+    return process.returncode, out.strip()
+
+
+@pytest.fixture
+def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    process = _open(tmp_path, "hold")
+    assert process.stdout is not None and process.stderr is not None
+    line = process.stdout.readline().strip()
+    if line != "OPENED":
+        process.kill()
+        pytest.fail(f"the holder did not open the store: {line!r} {process.stderr.read()}")
+    yield process
+    if process.poll() is None:
+        process.kill()
+    process.wait(timeout=30)
+
+
+def test_a_second_process_is_refused_while_the_store_is_held(
+    tmp_path: Path, holder: subprocess.Popen[str]
+) -> None:
+    code, out = _try_open(tmp_path)
+    assert code == 3 and out.startswith("REFUSED") and f"pid {holder.pid}" in out
+
+
+def test_removing_the_lock_file_while_held_lets_no_second_process_in(
+    tmp_path: Path, holder: subprocess.Popen[str]
+) -> None:
+    (tmp_path / LOCK_FILE).unlink()
+    code, out = _try_open(tmp_path)
+    assert code == 3 and out.startswith("REFUSED"), out
+    assert "in use by another process" in out
+    holder.communicate("\n", timeout=60)  # the holder closes the store cleanly
+    assert holder.returncode == 0
+    assert _try_open(tmp_path) == (0, "OPENED")
+
+
+def test_a_killed_holder_leaves_no_lock(tmp_path: Path, holder: subprocess.Popen[str]) -> None:
+    holder.kill()
+    holder.wait(timeout=30)
+    assert _try_open(tmp_path) == (0, "OPENED")
