@@ -12,6 +12,10 @@ beside the holder; no update is lost even then. A waiter whose file was removed 
 locks the file now at the path, and a commit is refused, with nothing written, when the
 conversation changed since the transaction first read it.
 
+An outbox item that can never apply is quarantined (``quarantine_outbox``, or on the spot when
+its row cannot be read back): set aside with its reason, listed by ``quarantined_outbox``,
+never pending again until ``requeue_outbox``. A file of an older schema is upgraded on open.
+
 Durability: WAL mode with ``synchronous=NORMAL``. A committed turn survives the process
 being killed at any point; after a power loss or OS crash the last few commits may be
 rolled back (never half-applied). Pass ``synchronous="FULL"`` to trade speed for that.
@@ -25,12 +29,13 @@ import concurrent.futures
 import errno
 import hashlib
 import json
+import logging
 import os
 import queue
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -45,7 +50,7 @@ from kernel.adapters.store_support import (
     holding,
     prepare_commit,
 )
-from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError
+from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
@@ -54,15 +59,26 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SCHEMA_VERSION", "STATE_FORMAT_VERSION", "SQLiteStateStore"]
+__all__ = [
+    "MAX_PAYLOAD_DEPTH",
+    "SCHEMA_VERSION",
+    "STATE_FORMAT_VERSION",
+    "QuarantinedOutboxItem",
+    "SQLiteStateStore",
+]
 
-SCHEMA_VERSION = 1
-"""``PRAGMA user_version`` of the tables this module writes."""
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 2
+"""``PRAGMA user_version`` of the tables this module writes; older files are upgraded on open."""
+
+MAX_PAYLOAD_DEPTH = 100
+"""Deepest nesting of lists and objects an outbox payload may have; deeper is refused."""
 
 STATE_FORMAT_VERSION = 1
 """Version of the ``{"version": ..., "state": ...}`` JSON envelope a state row holds."""
 
-_SCHEMA = """
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS conversations (
     conversation_id TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -86,6 +102,18 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (topic, applied, seq);
 """
+
+_UPGRADES: dict[int, tuple[str, ...]] = {
+    # 1 -> 2: an outbox item that can never apply is set aside with its reason, not retried.
+    1: (
+        "ALTER TABLE outbox ADD COLUMN quarantine_reason TEXT",
+        "ALTER TABLE outbox ADD COLUMN quarantined_at TEXT",
+    ),
+}
+"""The statements that take a file from each schema version to the next."""
+
+_REASON_CHARS = 1000
+"""A quarantine reason longer than this is cut."""
 
 _SEEN = (
     "SELECT (SELECT state FROM conversations WHERE conversation_id = ?1), "
@@ -113,6 +141,19 @@ class _Cached:
     last_seq: int = 0
     complete: bool = False
     """``messages`` holds every message of the conversation."""
+
+
+@dataclass(frozen=True)
+class QuarantinedOutboxItem:
+    """An outbox item set aside because it can never apply; it is never retried on its own."""
+
+    id: str
+    topic: str
+    conversation_id: str
+    reason: str
+    quarantined_at: str
+    payload: str
+    """The stored payload text as it is; it may not be JSON."""
 
 
 _HINT = "check that the file is a local SQLite database and the disk is writable"
@@ -212,35 +253,102 @@ class SQLiteStateStore:
                 _release_when_done(fd, transaction.in_flight)
 
     async def pending_outbox(self, topic: str, limit: int = 1000) -> tuple[OutboxItem, ...]:
-        """Outbox items of ``topic`` not yet applied, oldest first."""
+        """Outbox items of ``topic`` not yet applied nor quarantined, oldest first.
+
+        A row that cannot be read back (not JSON, nested too deeply, not an item) is
+        quarantined on the spot and named in a warning, so it cannot block the items after it.
+        """
         if not isinstance(topic, str):
-            raise InvalidInputError(f"topic must be a string, got {topic!r}")
+            raise InvalidInputError(f"topic must be a string, got {shown(topic)}")
+        check_limit(limit)
+        while True:
+            rows = await self._run(
+                lambda c: c.execute(
+                    "SELECT seq, id, topic, payload, conversation_id FROM outbox "
+                    "WHERE topic = ? AND applied = 0 AND quarantine_reason IS NULL "
+                    "ORDER BY seq LIMIT ?",
+                    (topic, limit),
+                ).fetchall()
+            )
+            items: list[OutboxItem] = []
+            unreadable: list[tuple[int, str, str, str]] = []
+            for seq, item_id, item_topic, payload, conversation_id in rows:
+                try:
+                    items.append(_decode_item(item_id, item_topic, payload))
+                except CorruptStateError as error:
+                    unreadable.append((seq, item_id, conversation_id, str(error)))
+            if not unreadable:
+                return tuple(items)
+            await self._set_aside(unreadable)
+
+    async def quarantine_outbox(self, item_id: str, reason: str) -> bool:
+        """Set a pending item aside with ``reason``: never pending again unless requeued.
+
+        Returns False when no pending item has that id (unknown, applied or already aside).
+        """
+        if not isinstance(item_id, str) or not item_id:
+            raise InvalidInputError(f"item_id must be a non-empty string, got {shown(item_id)}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidInputError(f"reason must be a non-blank string, got {shown(reason)}")
+        stamp = self._clock().astimezone(UTC).isoformat()
+
+        def mark(connection: sqlite3.Connection) -> bool:
+            with self._write(connection):
+                cursor = connection.execute(
+                    "UPDATE outbox SET quarantine_reason = ?, quarantined_at = ? "
+                    "WHERE id = ? AND applied = 0 AND quarantine_reason IS NULL",
+                    (reason[:_REASON_CHARS], stamp, item_id),
+                )
+                return cursor.rowcount == 1
+
+        return await self._run(mark)
+
+    async def quarantined_outbox(
+        self, topic: str | None = None, limit: int = 1000
+    ) -> tuple[QuarantinedOutboxItem, ...]:
+        """Items set aside and not requeued, of ``topic`` (else every topic), oldest first."""
+        if topic is not None and not isinstance(topic, str):
+            raise InvalidInputError(f"topic must be a string or None, got {shown(topic)}")
         check_limit(limit)
         rows = await self._run(
             lambda c: c.execute(
-                "SELECT id, topic, payload FROM outbox WHERE topic = ? AND applied = 0 "
-                "ORDER BY seq LIMIT ?",
+                "SELECT id, topic, conversation_id, quarantine_reason, quarantined_at, payload "
+                "FROM outbox WHERE applied = 0 AND quarantine_reason IS NOT NULL "
+                "AND (?1 IS NULL OR topic = ?1) ORDER BY seq LIMIT ?2",
                 (topic, limit),
             ).fetchall()
         )
-        items: list[OutboxItem] = []
-        for item_id, item_topic, payload in rows:
-            try:
-                items.append(OutboxItem(id=item_id, topic=item_topic, payload=json.loads(payload)))
-            except (ValueError, ValidationError) as error:
-                raise CorruptStateError(
-                    f"outbox item {item_id!r} in {self._path} cannot be read: {error}"
-                ) from error
-        return tuple(items)
+        return tuple(
+            QuarantinedOutboxItem(
+                id=str(item_id),
+                topic=str(item_topic),
+                conversation_id=str(conversation_id),
+                reason=str(reason),
+                quarantined_at=str(stamp),
+                payload=payload if isinstance(payload, str) else repr(payload),
+            )
+            for item_id, item_topic, conversation_id, reason, stamp, payload in rows
+        )
+
+    async def requeue_outbox(self, ids: Sequence[str]) -> int:
+        """Make quarantined items pending again (once what poisoned them is fixed); how many."""
+        wanted = [(item_id,) for item_id in _check_ids(ids)]
+        if not wanted:
+            return 0
+
+        def release(connection: sqlite3.Connection) -> int:
+            with self._write(connection):
+                return connection.executemany(
+                    "UPDATE outbox SET quarantine_reason = NULL, quarantined_at = NULL "
+                    "WHERE id = ? AND applied = 0 AND quarantine_reason IS NOT NULL",
+                    wanted,
+                ).rowcount
+
+        return await self._run(release)
 
     async def complete_outbox(self, ids: Sequence[str]) -> None:
         """Mark items applied; unknown ids are ignored."""
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise InvalidInputError(f"ids must be a sequence of ids, got {ids!r}")
-        wanted = [(item_id,) for item_id in ids]
-        for item_id in ids:
-            if not isinstance(item_id, str):
-                raise InvalidInputError(f"outbox ids must be strings, got {item_id!r}")
+        wanted = [(item_id,) for item_id in _check_ids(ids)]
         if not wanted:
             return
 
@@ -255,6 +363,30 @@ class SQLiteStateStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StateStoreError(f"the store on {self._path} is closed")
+
+    async def _set_aside(self, unreadable: Sequence[tuple[int, str, str, str]]) -> None:
+        """Quarantine outbox rows that cannot be read, by seq, and name each in a warning."""
+        stamp = self._clock().astimezone(UTC).isoformat()
+        marks = [(reason[:_REASON_CHARS], stamp, seq) for seq, _, _, reason in unreadable]
+
+        def mark(connection: sqlite3.Connection) -> None:
+            with self._write(connection):
+                connection.executemany(
+                    "UPDATE outbox SET quarantine_reason = ?, quarantined_at = ? "
+                    "WHERE seq = ? AND applied = 0 AND quarantine_reason IS NULL",
+                    marks,
+                )
+
+        await self._run(mark)
+        for _, item_id, conversation_id, reason in unreadable:
+            logger.warning(
+                "outbox item %s of conversation %s in %s is quarantined and will not be "
+                "retried on its own: %s",
+                shown(item_id),
+                shown(conversation_id),
+                self._path,
+                reason,
+            )
 
     def _lock_path(self, conversation_id: str) -> str:
         digest = hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()
@@ -401,18 +533,23 @@ class SQLiteStateStore:
             os.close(fd)  # closing the only descriptor releases the lock
 
     def _migrate(self, connection: sqlite3.Connection) -> None:
+        """Create the tables of a new file, or upgrade an older file's, in one transaction."""
         try:
             version = connection.execute("PRAGMA user_version").fetchone()[0]
-            if version == SCHEMA_VERSION:
-                return
-            with self._write(connection):
-                version = connection.execute("PRAGMA user_version").fetchone()[0]
-                if version == 0:
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
+            if 0 <= version < SCHEMA_VERSION:
+                with self._write(connection):
+                    # Read again under the write lock: another process may have upgraded it.
+                    version = connection.execute("PRAGMA user_version").fetchone()[0]
+                    if version == 0:
+                        for statement in _SCHEMA_V1.split(";"):
+                            if statement.strip():
+                                connection.execute(statement)
+                        version = 1
+                    while 0 < version < SCHEMA_VERSION:
+                        for statement in _UPGRADES[version]:
                             connection.execute(statement)
-                    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                    return
+                        version += 1
+                    connection.execute(f"PRAGMA user_version = {int(version)}")
         except sqlite3.DatabaseError as error:
             raise StateStoreError(
                 f"{self._path} is not a usable SQLite database: {error}; {_HINT}"
@@ -514,18 +651,20 @@ class SQLiteStateStore:
             (conversation_id, message.role, message.content, message.timestamp)
             for message in prepared.messages
         ]
-        try:
-            outbox_rows = [
-                (
-                    item.id,
-                    item.topic,
-                    json.dumps(item.payload, ensure_ascii=False, allow_nan=False),
-                    conversation_id,
+        outbox_rows = []
+        for index, item in enumerate(prepared.outbox):
+            if _nested_deeper_than(item.payload, MAX_PAYLOAD_DEPTH):
+                raise InvalidInputError(
+                    f"outbox[{index}] ({shown(item.id)}) payload is nested more than "
+                    f"{MAX_PAYLOAD_DEPTH} levels deep, too deep to read back"
                 )
-                for item in prepared.outbox
-            ]
-        except (TypeError, ValueError) as error:
-            raise InvalidInputError(f"outbox payload is not JSON-serializable: {error}") from None
+            try:
+                payload = json.dumps(item.payload, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as error:
+                raise InvalidInputError(
+                    f"outbox[{index}] ({shown(item.id)}) payload is not JSON-serializable: {error}"
+                ) from None
+            outbox_rows.append((item.id, item.topic, payload, conversation_id))
         stamp = now.astimezone(UTC).isoformat()
 
         def write(connection: sqlite3.Connection) -> None:
@@ -617,10 +756,65 @@ def _decode_messages(
     return tuple(messages)
 
 
+def _check_ids(ids: object) -> list[str]:
+    """The outbox ids of a sequence, each a string."""
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise InvalidInputError(f"ids must be a sequence of ids, got {shown(ids)}")
+    for item_id in ids:
+        if not isinstance(item_id, str):
+            raise InvalidInputError(f"outbox ids must be strings, got {shown(item_id)}")
+    return list(ids)
+
+
+def _nested_deeper_than(value: object, limit: int) -> bool:
+    """Whether lists and dicts nest more than ``limit`` levels in ``value`` (no recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children: Iterable[object]
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _decode_item(item_id: object, topic: object, payload: object) -> OutboxItem:
+    """Read one outbox row back; a problem raises ``CorruptStateError`` saying what it is."""
+    try:
+        decoded: Any = json.loads(payload)  # type: ignore[arg-type]
+    except RecursionError:
+        raise CorruptStateError("its payload is nested too deeply to read") from None
+    except TypeError:
+        raise CorruptStateError(f"its payload is not text but {type(payload).__name__}") from None
+    except ValueError as error:
+        raise CorruptStateError(f"its payload is not valid JSON: {error}") from None
+    if not isinstance(decoded, dict):
+        raise CorruptStateError(f"its payload is not a JSON object but {shown(decoded)}")
+    try:
+        return OutboxItem(id=item_id, topic=topic, payload=decoded)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise CorruptStateError(f"it is not a valid outbox item: {error}") from None
+
+
 def _decode_state(conversation_id: str, text: str) -> AffectState:
     """Validate a stored state envelope; any problem names the conversation."""
     try:
         envelope: Any = json.loads(text)
+    except RecursionError:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} is nested too deeply to read"
+        ) from None
+    except TypeError:
+        raise CorruptStateError(
+            f"stored state of conversation {conversation_id!r} is not text but "
+            f"{type(text).__name__}"
+        ) from None
     except ValueError as error:
         raise CorruptStateError(
             f"stored state of conversation {conversation_id!r} is not valid JSON: {error}"

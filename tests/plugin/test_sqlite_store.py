@@ -11,6 +11,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -477,3 +478,192 @@ async def test_a_turn_that_got_past_a_removed_lock_file_is_not_overwritten(db: P
     finally:
         first.close()
         second.close()
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+async def test_a_deeply_nested_state_row_is_corrupt_state_naming_the_conversation(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_one(store, "deep one")
+    _sql(db, "UPDATE conversations SET state = ?", '{"version": 1, "state": ' + _DEEP + "}")
+    async with store.transaction("deep one") as transaction:
+        with pytest.raises(CorruptStateError, match=r"'deep one'.*nested too deeply"):
+            await transaction.load_state()
+
+
+def _outbox_rows(db: Path) -> list[tuple[object, ...]]:
+    return _sql(db, "SELECT id, applied FROM outbox ORDER BY seq")
+
+
+async def _commit_items(store: SQLiteStateStore, *ids: str) -> None:
+    from kernel.protocols import OutboxItem
+
+    items = [OutboxItem(id=ident, topic="memory", payload={"n": ident}) for ident in ids]
+    async with store.transaction("c1") as transaction:
+        await transaction.commit(state=None, messages=(), outbox=items)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        ("{not json", "not valid JSON"),
+        (_DEEP, "nested too deeply"),
+        ("[1, 2]", "not a JSON object"),
+        ("null", "not a JSON object"),
+    ],
+)
+async def test_an_unreadable_outbox_row_is_quarantined_by_id_and_the_rest_stay_pending(
+    store: SQLiteStateStore,
+    db: Path,
+    payload: str,
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await _commit_items(store, "good-1", "bad", "good-2")
+    _sql(db, "UPDATE outbox SET payload = ? WHERE id = 'bad'", payload)
+    pending = await store.pending_outbox("memory")
+    assert [item.id for item in pending] == ["good-1", "good-2"]
+    (quarantined,) = await store.quarantined_outbox()
+    assert (quarantined.id, quarantined.topic, quarantined.conversation_id) == (
+        "bad",
+        "memory",
+        "c1",
+    )
+    assert reason in quarantined.reason
+    assert "'bad'" in caplog.text and "quarantined" in caplog.text
+    caplog.clear()
+    assert [item.id for item in await store.pending_outbox("memory")] == ["good-1", "good-2"]
+    assert "'bad'" not in caplog.text  # named once, when it was set aside
+
+
+async def test_unreadable_rows_do_not_shorten_a_limited_read(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_items(store, "bad-1", "bad-2", "good-1", "good-2", "good-3")
+    _sql(db, "UPDATE outbox SET payload = 'oops' WHERE id LIKE 'bad-%'")
+    assert [item.id for item in await store.pending_outbox("memory", limit=2)] == [
+        "good-1",
+        "good-2",
+    ]
+
+
+async def test_a_quarantined_item_is_never_pending_until_it_is_requeued(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    await _commit_items(store, "m1", "m2")
+    assert await store.quarantine_outbox("m1", "payload misses 'turn_id'") is True
+    assert await store.quarantine_outbox("m1", "again") is False  # already set aside
+    assert await store.quarantine_outbox("never-written", "x") is False
+    assert [item.id for item in await store.pending_outbox("memory")] == ["m2"]
+    (held,) = await store.quarantined_outbox("memory")
+    assert (held.id, held.reason) == ("m1", "payload misses 'turn_id'")
+    assert json.loads(held.payload) == {"n": "m1"}
+    assert datetime.fromisoformat(held.quarantined_at).utcoffset() is not None
+    assert await store.quarantined_outbox("other topic") == ()
+    assert await store.requeue_outbox(["m1", "m2", "never-written"]) == 1
+    assert [item.id for item in await store.pending_outbox("memory")] == ["m1", "m2"]
+    assert await store.quarantined_outbox() == ()
+
+
+async def test_a_completed_item_cannot_be_quarantined(store: SQLiteStateStore) -> None:
+    await _commit_items(store, "m1")
+    await store.complete_outbox(["m1"])
+    assert await store.quarantine_outbox("m1", "too late") is False
+    assert await store.quarantined_outbox() == ()
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda s: s.quarantine_outbox("", "reason"), "item_id"),
+        (lambda s: s.quarantine_outbox(7, "reason"), "item_id"),
+        (lambda s: s.quarantine_outbox("m1", "  "), "reason"),
+        (lambda s: s.quarantined_outbox(3), "topic"),
+        (lambda s: s.quarantined_outbox(limit=0), "limit"),
+        (lambda s: s.requeue_outbox("m1"), "ids"),
+        (lambda s: s.requeue_outbox([1]), "ids"),
+    ],
+)
+async def test_bad_quarantine_arguments_are_refused(
+    store: SQLiteStateStore, db: Path, call: object, named: str
+) -> None:
+    await _commit_items(store, "m1")
+    before = dump_sqlite(db)
+    with pytest.raises(InvalidInputError, match=named):
+        await call(store)  # type: ignore[operator]
+    assert dump_sqlite(db) == before
+
+
+async def test_a_payload_nested_too_deeply_to_read_back_is_refused_on_commit(
+    store: SQLiteStateStore, db: Path
+) -> None:
+    from kernel.protocols import OutboxItem
+
+    deep: dict[str, object] = {}
+    node = deep
+    for _ in range(5_000):
+        node["a"] = {}
+        node = node["a"]  # type: ignore[assignment]
+    await _commit_one(store)
+    before = dump_sqlite(db)
+    items = [
+        OutboxItem(id="fine", topic="memory"),
+        OutboxItem(id="deep", topic="memory", payload=deep),
+    ]
+    async with store.transaction("c1") as transaction:
+        with pytest.raises(InvalidInputError, match=r"outbox\[1\].*'deep'.*nested"):
+            await transaction.commit(state=None, messages=(), outbox=items)
+    assert dump_sqlite(db) == before
+
+
+_SCHEMA_V1 = """
+CREATE TABLE conversations (
+    conversation_id TEXT PRIMARY KEY, state TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE TABLE messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL,
+    role TEXT NOT NULL CHECK (role IN ('user', 'assistant')), content TEXT NOT NULL,
+    timestamp TEXT NOT NULL);
+CREATE INDEX messages_by_conversation ON messages (conversation_id, seq);
+CREATE TABLE outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, topic TEXT NOT NULL,
+    payload TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    applied INTEGER NOT NULL DEFAULT 0 CHECK (applied IN (0, 1)));
+CREATE INDEX outbox_pending ON outbox (topic, applied, seq);
+INSERT INTO conversations VALUES
+    ('old', '{"version": 1, "state": {"mood": {"valence": 0.25}}}', '2026-01-01T00:00:00+00:00');
+INSERT INTO messages (conversation_id, role, content, timestamp)
+    VALUES ('old', 'user', 'from v1', '2026-01-01T00:00:00+00:00');
+INSERT INTO outbox (id, topic, payload, conversation_id, applied) VALUES
+    ('done', 'memory', '{}', 'old', 1), ('owed', 'memory', '{"n": 1}', 'old', 0);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_database_is_upgraded_in_place_and_keeps_its_rows(db: Path) -> None:
+    connection = sqlite3.connect(db)
+    connection.executescript(_SCHEMA_V1)
+    connection.close()
+    store = SQLiteStateStore(db)
+
+    async def read() -> tuple[object, ...]:
+        async with store.transaction("old") as transaction:
+            state, messages = await transaction.load_state(), await transaction.load_transcript()
+        pending = await store.pending_outbox("memory")
+        assert await store.quarantine_outbox("owed", "checking the new column") is True
+        return state, messages, pending
+
+    try:
+        state, messages, pending = asyncio.run(read())
+    finally:
+        store.close()
+    assert state == AffectState(mood=Mood(valence=0.25))
+    assert [m.content for m in messages] == ["from v1"]  # type: ignore[attr-defined]
+    assert [item.id for item in pending] == ["owed"]  # type: ignore[attr-defined]
+    assert _sql(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    SQLiteStateStore(db).close()  # opening an upgraded file again changes nothing
+    assert _sql(db, "SELECT id, quarantine_reason FROM outbox ORDER BY seq") == [
+        ("done", None),
+        ("owed", "checking the new column"),
+    ]
