@@ -6,6 +6,9 @@ are lower-trust evidence: they travel in one separate, delimited user-role data 
 just before the user's message and never inside the system message.
 
 Every failure of the endpoint is translated here, at the boundary, into ``plugin.errors``.
+No message, log line or chained cause repeats the API key or credentials in ``base_url``:
+the key is stripped and checked at construction (a CRLF ``.env`` leaves a ``\r``), a URL's
+``user:password@`` moves into HTTP Basic auth, and what an endpoint echoes back is redacted.
 A stream that ends without ``data: [DONE]`` is an error, not a short reply: without the
 terminator a truncated reply cannot be told from a complete one, and the engine must not commit
 a truncated reply. Chunks already yielded before an error are part of a failed turn.
@@ -13,19 +16,20 @@ a truncated reply. Chunks already yielded before an error are part of a failed t
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib
 import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import httpx
 
 from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import InvalidInputError
+from kernel.errors import InvalidInputError, shown
 from kernel.models import UntrustedContext
 from kernel.protocols import GateInput, GateResult, GenerateInput, Message
 from plugin.errors import (
@@ -160,6 +164,87 @@ def _media_type(response: httpx.Response) -> str:
     return content_type.split(";", 1)[0].strip().lower()
 
 
+def _key_problem(key: str) -> str | None:
+    """Why ``key`` cannot travel in an HTTP header, without quoting any of it; None if it can."""
+    if not key:
+        return "is only whitespace"
+    for position, character in enumerate(key, start=1):
+        if not character.isascii():
+            return f"has a non-ASCII character at position {position}"
+        if not character.isprintable():
+            return f"has a control character at position {position}"
+    return None
+
+
+class _Credentials:
+    """The ``user:password@`` a base URL carried, and the strings that must never be shown."""
+
+    def __init__(self, url: httpx.URL) -> None:
+        self.auth = httpx.BasicAuth(url.username, url.password)
+        raw = url.userinfo.decode("ascii", errors="replace")
+        encoded_user, _, encoded_password = raw.partition(":")
+        # A token passed as the user name (https://TOKEN@host) is the secret itself.
+        private = (url.password, encoded_password) if url.password else (url.username, encoded_user)
+        self.secrets = tuple(sorted({text for text in private if text}, key=len, reverse=True))
+
+
+def _split_credentials(base_url: str) -> tuple[str, _Credentials | None]:
+    """The URL without ``user:password@`` and, when it carried them, those credentials."""
+    try:
+        url = httpx.URL(base_url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        raise InvalidInputError(
+            f"base_url is not a valid URL, got {shown(_redact_url(base_url))}"
+        ) from None
+    if not url.userinfo:
+        return base_url, None
+    return str(url.copy_with(userinfo=b"")), _Credentials(url)
+
+
+_USERINFO = re.compile(r"(?<=://)[^/?#@]*@")
+
+
+def _redact_url(text: str) -> str:
+    """``text`` with any ``user:password@`` after a scheme replaced by ``***@``."""
+    return _USERINFO.sub("***@", text)
+
+
+def _redact_chain(error: BaseException, secrets: Sequence[str]) -> None:
+    """Replace every secret in the arguments of ``error`` and of its causes and contexts.
+
+    A formatted traceback prints each chained exception's ``str``, which is built from its
+    arguments (httpcore wraps the h11 error object itself as its argument).
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        with contextlib.suppress(AttributeError, TypeError):  # an exotic exception type
+            current.args = tuple(_redact_value(value, secrets) for value in current.args)
+        pending += [current.__cause__, current.__context__]
+        pending += [value for value in current.args if isinstance(value, BaseException)]
+
+
+def _redact_value(value: Any, secrets: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        return _redact_text(value, secrets)
+    if isinstance(value, bytes):
+        text = value.decode("latin-1")
+        redacted = _redact_text(text, secrets)
+        return value if redacted == text else redacted.encode("latin-1")
+    return value
+
+
+def _redact_text(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
 def _error_text(error: Any) -> str:
     """The human part of an OpenAI-style ``error`` value, whatever shape it came in."""
     if isinstance(error, Mapping):
@@ -196,12 +281,28 @@ class OpenAICompatibleModel:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidInputError(
                 f"base_url must be an http:// or https:// URL such as "
-                f"'http://127.0.0.1:8000/v1', got {base_url!r}"
+                f"'http://127.0.0.1:8000/v1', got {shown(_redact_url(base_url))}"
             )
+        base_url, credentials = _split_credentials(base_url)
         if not isinstance(model, str) or not model.strip():
-            raise InvalidInputError(f"model must be a non-empty string, got {model!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidInputError("api_key must be a string or None")
+            raise InvalidInputError(f"model must be a non-empty string, got {shown(model)}")
+        if api_key is not None:
+            if not isinstance(api_key, str):
+                raise InvalidInputError(
+                    f"api_key must be a string or None, got a {type(api_key).__name__}"
+                )
+            api_key = api_key.strip() if api_key else None
+        if api_key is not None:
+            problem = _key_problem(api_key)
+            if problem is not None:
+                raise InvalidInputError(
+                    f"api_key {problem}; an HTTP header takes printable ASCII only "
+                    "(check the key's source, e.g. a .env file)"
+                )
+            if credentials is not None:
+                raise InvalidInputError(
+                    "base_url carries user:password@ and api_key is set too; use one of them"
+                )
         if (
             isinstance(timeout, bool)
             or not isinstance(timeout, int | float)
@@ -209,18 +310,19 @@ class OpenAICompatibleModel:
             or timeout <= 0
         ):
             raise InvalidInputError(
-                f"timeout must be a finite number of seconds > 0, got {timeout!r}"
+                f"timeout must be a finite number of seconds > 0, got {shown(timeout)}"
             )
         if gate is not None and gate != "model" and not callable(getattr(gate, "gate", None)):
             raise InvalidInputError(
-                f"gate must be None, 'model' or an object with async gate(GateInput), got {gate!r}"
+                "gate must be None, 'model' or an object with async gate(GateInput), "
+                f"got {shown(gate)}"
             )
         for name, text in (
             ("evidence_preamble", evidence_preamble),
             ("gate_instructions", gate_instructions),
         ):
             if not isinstance(text, str) or not text.strip():
-                raise InvalidInputError(f"{name} must be a non-empty string, got {text!r}")
+                raise InvalidInputError(f"{name} must be a non-empty string, got {shown(text)}")
         body = dict(extra_body or {})
         clashes = sorted(_RESERVED_BODY_KEYS & body.keys())
         if clashes:
@@ -233,6 +335,10 @@ class OpenAICompatibleModel:
         self._url = f"{self._base_url}/chat/completions"
         self._model = model
         self._api_key = api_key or None
+        self._auth = credentials.auth if credentials is not None else None
+        self._secrets: tuple[str, ...] = (
+            credentials.secrets if credentials is not None else ()
+        ) + ((self._api_key,) if self._api_key else ())
         self._gate: IntentGate | None = None if gate == "model" else gate
         self._model_gate = gate == "model"
         self._timeout = httpx.Timeout(float(timeout))
@@ -298,17 +404,14 @@ class OpenAICompatibleModel:
         chunks = 0
         try:
             async with self._http().stream(
-                "POST",
-                self._url,
-                json=body,
-                headers=self._headers("text/event-stream"),
-                timeout=self._timeout,
+                "POST", self._url, json=body, **self._request_options("text/event-stream")
             ) as response:
                 await self._raise_for_status(response)
                 if _media_type(response) != "text/event-stream":
                     excerpt = await self._body_excerpt(response)
                     raise MalformedStreamError(
-                        f"{self._url} answered {response.headers.get('content-type')!r} instead "
+                        f"{self._url} answered {shown(response.headers.get('content-type'))} "
+                        "instead "
                         f"of 'text/event-stream'; does this server stream chat completions? "
                         f"Body: {excerpt}"
                     )
@@ -325,6 +428,7 @@ class OpenAICompatibleModel:
                 )
         except httpx.HTTPError as error:
             where = f"after {chunks} chunk(s)" if chunks else "before any text arrived"
+            _redact_chain(error, self._secrets)
             raise self._translate(error, where) from error
 
     # -- gates -----------------------------------------------------------------------------------
@@ -373,17 +477,14 @@ class OpenAICompatibleModel:
             body["response_format"] = {"type": "json_object"}
         try:
             async with self._http().stream(
-                "POST",
-                self._url,
-                json=body,
-                headers=self._headers("application/json"),
-                timeout=self._timeout,
+                "POST", self._url, json=body, **self._request_options("application/json")
             ) as response:
                 await self._raise_for_status(response)
                 raw = await self._read_capped(response)
         except httpx.HTTPError as error:
+            _redact_chain(error, self._secrets)
             raise self._translate(error, "while classifying the intent") from error
-        return _parse_gate_reply(raw, self._url)
+        return _parse_gate_reply(raw, self._url, self._redact)
 
     # -- HTTP plumbing ---------------------------------------------------------------------------
 
@@ -392,15 +493,20 @@ class OpenAICompatibleModel:
             self._client = httpx.AsyncClient(timeout=self._timeout)
         return self._client
 
-    def _headers(self, accept: str) -> dict[str, str]:
+    def _request_options(self, accept: str) -> dict[str, Any]:
+        """Headers, timeout and (for a URL that carried credentials) Basic auth of a request."""
         headers = {"Accept": accept}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         _log.debug("POST %s model=%s accept=%s", self._url, self._model, accept)
-        return headers
+        options: dict[str, Any] = {"headers": headers, "timeout": self._timeout}
+        if self._auth is not None:
+            options["auth"] = self._auth
+        return options
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
+        """``text`` without the API key or the base URL's credentials."""
+        return _redact_url(_redact_text(text, self._secrets))
 
     def _translate(self, error: httpx.HTTPError, where: str) -> ModelAdapterError:
         detail = self._redact(str(error)) or type(error).__name__
@@ -502,16 +608,20 @@ class OpenAICompatibleModel:
             raise MalformedStreamError(f"{self._url} sent an SSE line that is not UTF-8") from error
         return line.removeprefix("\ufeff") if first else line
 
+    def _quote(self, text: str) -> str:
+        """A redacted, single-line, cut excerpt of what the endpoint sent, quoted."""
+        return repr(_excerpt(self._redact(text)))
+
     def _chunk_text(self, data: str) -> str | None:
         """The text of one chunk, or None for a chunk without content (role, finish, usage)."""
         try:
             payload = json.loads(data)
-        except ValueError as error:
+        except ValueError:
             raise MalformedStreamError(
-                f"{self._url} sent a data line that is not JSON: {_excerpt(data)!r}"
-            ) from error
+                f"{self._url} sent a data line that is not JSON: {self._quote(data)}"
+            ) from None
         if not isinstance(payload, dict):
-            raise MalformedStreamError(f"a stream chunk is not a JSON object: {_excerpt(data)!r}")
+            raise MalformedStreamError(f"a stream chunk is not a JSON object: {self._quote(data)}")
         if payload.get("error") is not None:
             raise ModelStreamError(
                 f"{self._url} reported an error mid-stream: "
@@ -519,13 +629,13 @@ class OpenAICompatibleModel:
             )
         choices = payload.get("choices")
         if not isinstance(choices, list):
-            raise MalformedStreamError(f"a stream chunk has no 'choices' list: {_excerpt(data)!r}")
+            raise MalformedStreamError(f"a stream chunk has no 'choices' list: {self._quote(data)}")
         if not choices:
             return None  # e.g. a usage-only chunk
         delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
         if not isinstance(delta, dict):
             raise MalformedStreamError(
-                f"a stream chunk has no 'choices[0].delta' object: {_excerpt(data)!r}"
+                f"a stream chunk has no 'choices[0].delta' object: {self._quote(data)}"
             )
         content = delta.get("content")
         if content is None:
@@ -533,7 +643,7 @@ class OpenAICompatibleModel:
         if not isinstance(content, str):
             raise MalformedStreamError(
                 f"choices[0].delta.content is a {type(content).__name__}, not a string: "
-                f"{_excerpt(data)!r}"
+                f"{self._quote(data)}"
             )
         return content
 
@@ -546,15 +656,23 @@ def _sse_field(line: str, data: list[str]) -> None:
         data.append(value.removeprefix(" "))
 
 
-def _parse_gate_reply(raw: bytes, url: str) -> GateResult:
-    """Validate a non-streamed classification reply strictly into a ``GateResult``."""
+def _parse_gate_reply(raw: bytes, url: str, redact: Callable[[str], str]) -> GateResult:
+    """Validate a non-streamed classification reply strictly into a ``GateResult``.
+
+    Whatever of the reply an error quotes passes through ``redact`` first.
+    """
+
+    def quote(value: object) -> str:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        return repr(_excerpt(redact(text)))
+
     try:
         payload = json.loads(raw)
-    except ValueError as error:
+    except ValueError:
         raise MalformedGateReplyError(
             f"{url} sent a classification reply that is not JSON: "
-            f"{_excerpt(raw.decode('utf-8', errors='replace'))!r}"
-        ) from error
+            f"{quote(raw.decode('utf-8', errors='replace'))}"
+        ) from None
     choices = payload.get("choices") if isinstance(payload, dict) else None
     first = choices[0] if isinstance(choices, list) and choices else None
     message = first.get("message") if isinstance(first, dict) else None
@@ -569,24 +687,24 @@ def _parse_gate_reply(raw: bytes, url: str) -> GateResult:
         text = fenced.group("body").strip()
     try:
         verdict = json.loads(text)
-    except ValueError as error:
+    except ValueError:
         raise MalformedGateReplyError(
-            f"the model's classification is not a JSON object: {_excerpt(content)!r}"
-        ) from error
+            f"the model's classification is not a JSON object: {quote(content)}"
+        ) from None
     if not isinstance(verdict, dict) or verdict.keys() != _GATE_KEYS:
         raise MalformedGateReplyError(
-            f"the model's classification must be exactly {sorted(_GATE_KEYS)}, "
-            f"got {_excerpt(text)!r}"
+            f"the model's classification must be exactly {sorted(_GATE_KEYS)}, got {quote(text)}"
         )
     intent = verdict["intent"]
     if not isinstance(intent, str) or intent.strip().upper() not in BUILTIN_INTENTS:
+        shown_intent = quote(intent) if isinstance(intent, str) else redact(shown(intent))
         raise MalformedGateReplyError(
-            f"the model's intent must be one of {list(BUILTIN_INTENTS)}, got {intent!r}"
+            f"the model's intent must be one of {list(BUILTIN_INTENTS)}, got {shown_intent}"
         )
     for key in ("should_respond", "should_retrieve"):
         if not isinstance(verdict[key], bool):
             raise MalformedGateReplyError(
-                f"the model's {key} must be true or false, got {verdict[key]!r}"
+                f"the model's {key} must be true or false, got {redact(shown(verdict[key]))}"
             )
     return GateResult(
         intent=intent.strip().upper(),

@@ -7,12 +7,15 @@ The server speaks HTTP/1.1 and the streaming chat-completions wire format (chunk
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
+import logging
 import re
 import socket
 import sys
 import time
+import traceback
 import types
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -907,3 +910,183 @@ async def test_a_passed_in_client_is_used_and_left_open(server: ChatServer) -> N
 
     assert server.requests[0].headers["x-team"] == "affect"
     assert server.requests[0].path == "/v1/chat/completions"  # the trailing slash is dropped
+
+
+# -- secrets: the API key and URL credentials never show -----------------------------------------
+
+PASSWORD = "hunter2-pw-73c1"
+
+
+def _everything_shown(error: BaseException) -> str:
+    """The error's message and its fully formatted traceback, causes and contexts included."""
+    return str(error) + "".join(traceback.format_exception(error))
+
+
+async def test_a_key_with_a_trailing_crlf_is_stripped_and_never_logged(
+    server: ChatServer,
+    make_model: Callable[..., OpenAICompatibleModel],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    model = make_model(api_key=f"{API_KEY}\r\n")
+
+    assert await collect(model, generation()) == ["ok"]
+
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    assert any(record.name.startswith("httpcore") for record in caplog.records)
+    assert API_KEY not in caplog.text
+    assert API_KEY not in repr(model)
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        (f"{API_KEY[:6]}\r\n{API_KEY[6:]}", "control character at position 7"),
+        (f"{API_KEY}\x00", "control character at position 19"),
+        (f"{API_KEY}\u00e9", "non-ASCII character at position 19"),
+        (f"\u2014{API_KEY}", "non-ASCII character at position 1"),
+        ("  \r\n", "only whitespace"),
+    ],
+)
+def test_a_key_no_header_can_carry_is_refused_in_one_line_without_showing_it(
+    key: str, problem: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        OpenAICompatibleModel("http://127.0.0.1:8000/v1", "m", api_key=key)
+
+    message = str(caught.value)
+    assert f"api_key has a {problem}" in message or f"api_key is {problem}" in message
+    assert "\n" not in message
+    shown_text = _everything_shown(caught.value)
+    assert API_KEY not in shown_text and API_KEY[6:] not in shown_text
+
+
+async def test_a_chained_cause_never_shows_the_key(server: ChatServer) -> None:
+    async def leaky_proxy(request: httpx.Request) -> None:
+        # A layer under the adapter that names the header it choked on, as h11 does.
+        header = request.headers["authorization"]
+        try:
+            raise ValueError(f"illegal header value {header!r}")
+        except ValueError as problem:
+            raise httpx.ConnectError(f"proxy refused {header}", request=request) from problem
+
+    async with httpx.AsyncClient(event_hooks={"request": [leaky_proxy]}) as client:
+        model = OpenAICompatibleModel(server.base_url, "m", API_KEY, client=client)
+        _, caught = await collect_until_error(model, generation(), ModelConnectionError)
+
+    assert "proxy refused Bearer ***" in str(caught.value)
+    assert isinstance(caught.value.__cause__, httpx.ConnectError)
+    assert API_KEY not in _everything_shown(caught.value)
+
+
+def _echoing(secret: str) -> list[tuple[str, Reply]]:
+    """Replies that quote ``secret`` back, each with the adapter call it answers."""
+    return [
+        ("generate", Reply(pieces=[f"data: {{not json {secret}}}\n\n".encode()])),
+        ("generate", Reply(pieces=[sse_event({"id": secret})])),
+        ("generate", Reply(pieces=[sse_event({"choices": [{"delta": secret}]})])),
+        ("generate", Reply(pieces=[sse_event(content_chunk(["x", secret]))])),
+        ("generate", Reply(pieces=[sse_event({"error": {"message": f"bad key {secret}"}})])),
+        ("generate", json_reply({"error": {"message": secret}}, status="401 Unauthorized")),
+        ("gate", Reply(pieces=[f"<html>{secret}</html>".encode()], chunked=False)),
+        ("gate", json_reply(completion(f"I think {secret}"))),
+        ("gate", json_reply(completion(json.dumps({"intent": secret})))),
+        (
+            "gate",
+            json_reply(
+                completion(
+                    json.dumps({"intent": secret, "should_respond": True, "should_retrieve": True})
+                )
+            ),
+        ),
+        (
+            "gate",
+            json_reply(
+                completion(
+                    json.dumps(
+                        {"intent": "CASUAL", "should_respond": [secret], "should_retrieve": True}
+                    )
+                )
+            ),
+        ),
+    ]
+
+
+async def _fail(model: OpenAICompatibleModel, call: str) -> BaseException:
+    with pytest.raises(EngineError) as caught:
+        if call == "gate":
+            await model.gate(GATE_INPUT)
+        else:
+            await collect(model, generation())
+    return caught.value
+
+
+@pytest.mark.parametrize("case", range(len(_echoing("x"))))
+async def test_what_the_endpoint_echoes_back_is_redacted(
+    server: ChatServer, make_model: Callable[..., OpenAICompatibleModel], case: int
+) -> None:
+    call, reply = _echoing(API_KEY)[case]
+    server.script(reply)
+    model = make_model(api_key=API_KEY, gate="model")
+
+    error = await _fail(model, call)
+
+    assert "***" in str(error), str(error)
+    assert API_KEY not in _everything_shown(error)
+
+
+@pytest.mark.parametrize("case", range(len(_echoing("x"))))
+async def test_url_credentials_become_basic_auth_and_never_show(
+    server: ChatServer, case: int
+) -> None:
+    url = f"http://alice:{PASSWORD}@127.0.0.1:{server.port}/v1"
+    call, reply = _echoing(PASSWORD)[case]
+    server.script(Reply(pieces=stream_of("ok")), reply)
+    async with OpenAICompatibleModel(url, "test-model", gate="model", timeout=5.0) as model:
+        assert await collect(model, generation()) == ["ok"]
+        error = await _fail(model, call)
+
+    sent = server.requests[0]
+    expected = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+    assert sent.headers["authorization"] == f"Basic {expected}"
+    assert sent.headers["host"] == f"127.0.0.1:{server.port}"
+    assert model.base_url == f"http://127.0.0.1:{server.port}/v1"
+    assert PASSWORD not in repr(model)
+    assert PASSWORD not in _everything_shown(error)
+
+
+async def test_url_credentials_never_show_in_connection_errors() -> None:
+    port = free_port()
+    url = f"http://{PASSWORD}@127.0.0.1:{port}/v1"
+    async with OpenAICompatibleModel(url, "m", timeout=2.0) as model:
+        _, caught = await collect_until_error(model, generation(), ModelConnectionError)
+
+    assert f"cannot connect to http://127.0.0.1:{port}/v1/chat/completions" in str(caught.value)
+    assert PASSWORD not in _everything_shown(caught.value)
+    assert PASSWORD not in repr(model)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"base_url": f"ftp://u:{PASSWORD}@example/v1"}, "base_url must be an http"),
+        (
+            {"base_url": f"http://u:{PASSWORD}@example/v1", "api_key": API_KEY},
+            "use one of them",
+        ),
+    ],
+)
+def test_bad_urls_with_credentials_are_refused_without_them(
+    options: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=expected) as caught:
+        OpenAICompatibleModel(**{"model": "m", **options})
+    assert PASSWORD not in _everything_shown(caught.value)
+    assert API_KEY not in _everything_shown(caught.value)
+
+
+def test_a_long_bad_argument_is_echoed_cut() -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        OpenAICompatibleModel("x" * 100_000, "m")
+    assert "(100000 characters)" in str(caught.value) or "100,000" in str(caught.value)
+    assert len(str(caught.value)) < 400
