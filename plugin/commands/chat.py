@@ -4,7 +4,8 @@ Each line read from stdin is one turn: the embedding gate classifies it, Chroma 
 user's memories, the kernel ranks and appraises, the OpenAI-compatible endpoint streams the
 reply to stdout, and the SQLite store commits the turn; the turn's memory writes go through
 the outbox (pending ones from an earlier run are replayed first). A failed turn prints one line
-on stderr and commits nothing; the conversation goes on.
+on stderr and commits nothing; the conversation goes on. A run whose every turn failed (an
+unreachable endpoint, a wrong model name) exits 1, so a script cannot mistake it for success.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernel.errors import AffectMemoryError, InvalidInputError
+from kernel.errors import AffectMemoryError, InvalidInputError, shown
+from plugin.cli import error_line
 from plugin.commands._memory import add_store_arguments, default_data_dir, open_memory
 
 __all__ = ["MODEL_ENV", "MODEL_URL_ENV", "ChatConfigError", "register", "run"]
@@ -52,7 +54,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "runs the embedding intent gate, retrieval from the user's memories, kernel "
             "ranking and appraisal, generation at --model-url, and one commit to "
             "DATA_DIR/state.db; the user's messages become memories. A failed turn is "
-            "reported on stderr and not committed. End with /quit or end of input."
+            "reported on stderr and not committed. End with /quit or end of input. Exit "
+            "status: 0 when at least one turn was committed (or there was no input), 1 when "
+            "every turn failed (e.g. the endpoint cannot be reached), 2 for bad arguments."
         ),
     )
     parser.add_argument(
@@ -71,18 +75,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--conversation-id", metavar="ID", help="the conversation (default USER_ID-chat)"
     )
     parser.add_argument(
-        "--timeout",
+        "--model-timeout",
         type=float,
         default=60.0,
         metavar="S",
-        help="seconds to wait for the endpoint to connect or send more (default 60)",
+        help="seconds to wait for the model endpoint to connect or send more (default 60)",
     )
     add_store_arguments(parser)
     parser.set_defaults(handler=run)
 
 
-def _settings(args: argparse.Namespace) -> tuple[str, str, str | None]:
-    """The endpoint, the model name and the API key, or a one-line ``ChatConfigError``."""
+def _settings(args: argparse.Namespace) -> tuple[str, str, str | None, str]:
+    """The endpoint, the model name, the API key and where it came from, or a one-line
+    ``ChatConfigError``."""
     url = args.model_url or os.environ.get(MODEL_URL_ENV)
     if not url:
         raise ChatConfigError(
@@ -95,18 +100,18 @@ def _settings(args: argparse.Namespace) -> tuple[str, str, str | None]:
             f"no model name for {url}: pass --model NAME (e.g. llama3.1) or set {MODEL_ENV}"
         )
     if args.api_key_env is None:
-        return url, model, os.environ.get(DEFAULT_KEY_ENV) or None
+        return url, model, os.environ.get(DEFAULT_KEY_ENV) or None, f"${DEFAULT_KEY_ENV}"
     key = os.environ.get(args.api_key_env)
     if not key:
         raise ChatConfigError(f"--api-key-env names {args.api_key_env}, which is not set")
-    return url, model, key
+    return url, model, key, f"${args.api_key_env}"
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the conversation until /quit or end of input."""
-    url, model_name, api_key = _settings(args)
+    url, model_name, api_key, key_source = _settings(args)
     if not isinstance(args.user_id, str) or not args.user_id.strip():
-        raise ChatConfigError(f"--user-id must be a non-empty string, got {args.user_id!r}")
+        raise ChatConfigError(f"--user-id must be a non-empty string, got {shown(args.user_id)}")
     conversation = args.conversation_id or f"{args.user_id}-chat"
     from plugin.embeddings import SentenceTransformerEmbedder
     from plugin.gate import EmbeddingIntentGate
@@ -115,7 +120,14 @@ def run(args: argparse.Namespace) -> int:
     # Built before anything heavy loads, so a bad URL or timeout is refused at once. The
     # embedder is lazy, and the memory's own embedder shares the one loaded model.
     gate = EmbeddingIntentGate(SentenceTransformerEmbedder())
-    model = OpenAICompatibleModel(url, model_name, api_key, gate=gate, timeout=args.timeout)
+    try:
+        model = OpenAICompatibleModel(
+            url, model_name, api_key, gate=gate, timeout=args.model_timeout
+        )
+    except InvalidInputError as error:
+        if str(error).startswith("api_key "):
+            raise ChatConfigError(f"the API key in {key_source}: {error}") from None
+        raise
     with open_memory(args, create=True) as memory:
         return asyncio.run(
             _converse(
@@ -172,28 +184,39 @@ async def _converse(
                 file=err,
                 flush=True,
             )
-            committed = await _loop(engine, lines, out, err)
+            committed, failed = await _loop(engine, lines, out, err)
     finally:
         store.close()
-    print(f"{committed} turn(s) committed to {data_dir / 'state.db'}", file=err)
+    where = data_dir / "state.db"
+    if failed and not committed:
+        print(
+            f"affect-memory chat: all {failed} turn(s) failed and none was committed to "
+            f"{where}; check --model-url {model.base_url} and --model {model.model}",
+            file=err,
+        )
+        return 1
+    print(
+        f"{committed} turn(s) committed to {where}" + (f"; {failed} failed" if failed else ""),
+        file=err,
+    )
     return 0
 
 
-async def _loop(engine: Any, lines: TextIO, out: TextIO, err: TextIO) -> int:
-    """Run one turn per input line; returns how many turns were committed."""
+async def _loop(engine: Any, lines: TextIO, out: TextIO, err: TextIO) -> tuple[int, int]:
+    """Run one turn per input line; returns how many turns were committed and how many failed."""
     interactive = lines.isatty()
-    committed = 0
+    committed = failed = 0
     while True:
         if interactive:
             print("you> ", end="", file=err, flush=True)
         line = await asyncio.to_thread(lines.readline)
         if not line:
-            return committed
+            return committed, failed
         text = line.strip()
         if not text:
             continue
         if text in QUIT:
-            return committed
+            return committed, failed
         streamed = [False]
 
         def show(chunk: str, streamed: list[bool] = streamed) -> None:
@@ -207,8 +230,8 @@ async def _loop(engine: Any, lines: TextIO, out: TextIO, err: TextIO) -> int:
             if streamed[0]:
                 out.write("\n")
                 out.flush()
-            detail = " ".join(str(error).split())
-            print(f"affect-memory chat: {detail} (turn not committed)", file=err, flush=True)
+            print(f"{error_line('chat', error)} (turn not committed)", file=err, flush=True)
+            failed += 1
             continue
         out.write("\n")
         out.flush()

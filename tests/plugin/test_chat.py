@@ -23,7 +23,14 @@ from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.records import MemoryRecord
 from plugin.sqlite_store import SQLiteStateStore
 from plugin.turn_memory import MEMORY_TOPIC
-from tests.plugin.test_openai_adapter import ChatServer, Reply, json_reply, stream_of
+from tests.plugin.test_openai_adapter import (
+    API_KEY,
+    ChatServer,
+    Reply,
+    free_port,
+    json_reply,
+    stream_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -65,6 +72,63 @@ def test_an_api_key_variable_that_is_not_set_is_refused(
     assert line == f"affect-memory chat: --api-key-env names {variable}, which is not set"
 
 
+def test_a_key_no_header_can_carry_is_one_line_that_names_its_variable_not_the_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    variable = "AFFECT_MEMORY_TEST_KEY"
+    monkeypatch.setenv(variable, f"{API_KEY}\u00e9")
+    argv = ["chat", "--model-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main([*argv, "--api-key-env", variable, "--data-dir", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"affect-memory chat: the API key in ${variable}: api_key has a non-")
+    assert API_KEY not in line
+    assert not (tmp_path / "state.db").exists(), "nothing is opened before the check"
+
+
+def _spawn_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key not in PROXIES}
+    env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False", NO_PROXY="127.0.0.1")
+    return env
+
+
+async def test_a_run_in_which_every_turn_failed_exits_1_with_one_summary_line(
+    tmp_path: Path,
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "plugin.cli",
+        "chat",
+        "--model-url",
+        url,
+        "--model",
+        "test-model",
+        "--model-timeout",
+        "2",
+        "--data-dir",
+        str(tmp_path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=_spawn_env(),
+    )
+    stdout, stderr = await asyncio.wait_for(
+        process.communicate(b"Hello there\nAre you there?\n"), timeout=240
+    )
+    err = stderr.decode().splitlines()
+    assert process.returncode == 1, err
+    assert stdout.decode() == ""
+    failures = [line for line in err if line.endswith("(turn not committed)")]
+    assert len(failures) == 2 and all(f"cannot connect to {url}" in line for line in failures)
+    assert err[-1] == (
+        f"affect-memory chat: all 2 turn(s) failed and none was committed to "
+        f"{tmp_path / 'state.db'}; check --model-url {url} and --model test-model"
+    )
+    assert not any("Traceback" in line for line in err)
+
+
 def _messages(db: Path, conversation_id: str) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
@@ -104,8 +168,7 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
             outbox=[OutboxItem(id="turn-earlier-out", topic=MEMORY_TOPIC, payload=payload)],
         )
     store.close()
-    env = {key: value for key, value in os.environ.items() if key not in PROXIES}
-    env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False", NO_PROXY="127.0.0.1")
+    env = _spawn_env()
     lines = [
         "Hi, I'm Alice and I just adopted a grey cat called Miso.",
         "Can you hear me?",
@@ -142,7 +205,7 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
     failures = [line for line in err.splitlines() if "not committed" in line]
     assert len(failures) == 1 and "503" in failures[0] and "overloaded" in failures[0]
     assert "Traceback" not in err
-    assert "2 turn(s) committed" in err
+    assert f"2 turn(s) committed to {tmp_path / 'state.db'}; 1 failed" in err
     assert "replayed 1 pending memory write(s)" in err
 
     assert _messages(tmp_path / "state.db", "alice-chat") == [
@@ -180,4 +243,3 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
         assert await reopened.pending_outbox(MEMORY_TOPIC) == ()
     finally:
         reopened.close()
-

@@ -63,3 +63,14 @@ def test_an_error_line_is_one_line_and_cut_when_too_long() -> None:
     assert len(line) < MAX_ERROR_CHARS + 60
     assert line.endswith(f"(line cut; {100_000 + 43:,} characters)")
     assert error_line("recall", InvalidInputError("short")) == "affect-memory recall: short"
+
+
+def test_a_long_bad_value_comes_back_as_a_short_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    huge = "x" * 100_000
+    assert main(["chat", "--model-url", huge, "--model", "m", "--data-dir", str(tmp_path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("affect-memory chat: ")
+    assert "(100,000 characters)" in line or "(100000 characters)" in line
+    assert len(line) < 500
