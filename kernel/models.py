@@ -195,13 +195,16 @@ class DecodingParams(FrozenModel):
 
 
 class MemoryCandidate(FrozenModel):
-    """One retrieved memory before scoring: its distance to the query and its features."""
+    """One retrieved memory before scoring: its distance to the query and its features.
+
+    ``text`` is required and ``significance`` defaults to a neutral 0.5, as in the reference.
+    """
 
     id: Annotated[str, StringConstraints(min_length=1)]
-    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)] = ""
+    text: Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
     distance: CosineDistance
     timestamp: ZonedTimestamp | None = None
-    significance: UnitInterval = 0.0
+    significance: UnitInterval = 0.5
     recall_count: NonNegativeInt = 0
     episode: bool = Field(default=False, strict=True)
     emotional_valence: SignedUnit = 0.0

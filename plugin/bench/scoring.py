@@ -140,6 +140,7 @@ class _Batch:
         return [
             MemoryCandidate(
                 id=str(self.ids[i]),
+                text="",  # synthetic rows have no text; scoring never reads it
                 distance=float(c["distances"][i]),
                 timestamp=None
                 if np.isnan(c["timestamps"][i])

@@ -184,6 +184,7 @@ def test_large_pools_take_the_partition_path_and_still_match() -> None:
     pool = [
         MemoryCandidate(
             id=key,
+            text="",
             distance=float(rng.choice([0.2, 0.4, rng.uniform(0, 2)])),
             timestamp=(NOW - timedelta(days=float(rng.integers(-3, 90)))).isoformat(),
             significance=float(rng.choice([0.0, 0.5])),
@@ -560,6 +561,7 @@ def test_a_batch_longer_than_a_block_matches_the_scalar_path() -> None:
         age = cols["ages_days"][index]
         candidate = MemoryCandidate(
             id="x",
+            text="",
             distance=cols["distances"][index],
             timestamp=None if math.isnan(age) else (NOW - timedelta(days=age)).isoformat(),
             significance=cols["significance"][index],

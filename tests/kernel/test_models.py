@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import pickle
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ from kernel import (
     StageLadder,
     UntrustedContext,
     appraise_turn,
+    rank_candidates,
 )
 from kernel.models import FrozenModel
 from tests.kernel.strategies import PROPERTY, affect_states, candidates
@@ -59,10 +61,10 @@ BOUNDED: list[tuple[type[BaseModel], str, float, dict[str, Any]]] = [
     (RelationshipState, "comfort", -0.2, {}),
     (AttachmentState, "longing", 1.0001, {}),
     (AffectState, "baseline_valence", -1.5, {}),
-    (MemoryCandidate, "distance", 2.0001, {"id": "m"}),
-    (MemoryCandidate, "significance", 1.5, {"id": "m", "distance": 0.1}),
-    (MemoryCandidate, "emotional_valence", -1.5, {"id": "m", "distance": 0.1}),
-    (MemoryCandidate, "recall_count", -1, {"id": "m", "distance": 0.1}),
+    (MemoryCandidate, "distance", 2.0001, {"id": "m", "text": ""}),
+    (MemoryCandidate, "significance", 1.5, {"id": "m", "text": "", "distance": 0.1}),
+    (MemoryCandidate, "emotional_valence", -1.5, {"id": "m", "text": "", "distance": 0.1}),
+    (MemoryCandidate, "recall_count", -1, {"id": "m", "text": "", "distance": 0.1}),
     (DecodingParams, "top_p", 1.5, {"temperature": 1.0}),
     (DecodingParams, "temperature", -0.1, {"top_p": None}),
     (AffectControls, "top_p", 1.01, {}),
@@ -127,7 +129,7 @@ def test_number_fields_refuse_bool_text_nan_and_infinity(
 ) -> None:
     kwargs = dict(extra)
     if model is MemoryCandidate:
-        kwargs = {"id": "m", "distance": 0.1, **kwargs}
+        kwargs = {"id": "m", "text": "", "distance": 0.1, **kwargs}
     with pytest.raises(ValidationError) as caught:
         model(**{**kwargs, field: bad})
     assert _field_named(caught.value, field)
@@ -143,7 +145,7 @@ def test_number_fields_refuse_bool_text_nan_and_infinity(
         (AttachmentState, {}),
         (AffectState, {}),
         (CognitionState, {}),
-        (MemoryCandidate, {"id": "m", "distance": 0.1}),
+        (MemoryCandidate, {"id": "m", "text": "", "distance": 0.1}),
         (DecodingParams, {"temperature": 1.0, "top_p": None}),
         (UntrustedContext, {}),
         (RetrievalWeights, {}),
@@ -184,15 +186,31 @@ def test_cognition_flags_are_strict_booleans(field: str, bad: Any) -> None:
     assert _field_named(caught.value, field)
 
 
+def test_memory_candidate_requires_its_text() -> None:
+    with pytest.raises(ValidationError) as caught:
+        MemoryCandidate(id="m", distance=0.1)  # type: ignore[call-arg]
+    assert _field_named(caught.value, "text")
+    assert MemoryCandidate(id="m", text="", distance=0.1).text == ""
+
+
+def test_memory_candidate_significance_defaults_to_a_neutral_half() -> None:
+    assert MemoryCandidate(id="m", text="t", distance=0.1).significance == 0.5
+    # The default matters to the order: an unrated memory outranks one rated below neutral.
+    unrated = MemoryCandidate(id="b-unrated", text="t", distance=0.5)
+    rated_low = MemoryCandidate(id="a-rated", text="t", distance=0.5, significance=0.2)
+    ranked = rank_candidates([rated_low, unrated], datetime(2026, 1, 1, tzinfo=UTC), limit=2)
+    assert [item.candidate.id for item in ranked] == ["b-unrated", "a-rated"]
+
+
 def test_candidate_episode_is_a_strict_boolean() -> None:
     with pytest.raises(ValidationError, match="episode"):
-        MemoryCandidate(id="m", distance=0.1, episode=1)
+        MemoryCandidate(id="m", text="", distance=0.1, episode=1)
 
 
 @pytest.mark.parametrize("bad", [1.0, 2.5, True])
 def test_recall_count_is_an_integer(bad: Any) -> None:
     with pytest.raises(ValidationError, match="recall_count"):
-        MemoryCandidate(id="m", distance=0.1, recall_count=bad)
+        MemoryCandidate(id="m", text="", distance=0.1, recall_count=bad)
 
 
 @pytest.mark.parametrize(
@@ -201,20 +219,21 @@ def test_recall_count_is_an_integer(bad: Any) -> None:
 )
 def test_candidate_timestamps_must_be_zoned_iso(timestamp: str) -> None:
     with pytest.raises(ValidationError, match="timestamp"):
-        MemoryCandidate(id="m", distance=0.1, timestamp=timestamp)
+        MemoryCandidate(id="m", text="", distance=0.1, timestamp=timestamp)
 
 
 @pytest.mark.parametrize(
     "timestamp", ["2026-01-01T00:00:00Z", "2026-01-01T05:30:00+05:30", "2026-01-01T00:00:00-08:00"]
 )
 def test_candidate_accepts_zoned_timestamps(timestamp: str) -> None:
-    assert MemoryCandidate(id="m", distance=0.1, timestamp=timestamp).timestamp == timestamp
+    candidate = MemoryCandidate(id="m", text="", distance=0.1, timestamp=timestamp)
+    assert candidate.timestamp == timestamp
 
 
 def test_candidate_id_must_be_a_nonempty_string() -> None:
     for bad in ["", 5, None]:
         with pytest.raises(ValidationError, match="id"):
-            MemoryCandidate(id=bad, distance=0.1)
+            MemoryCandidate(id=bad, text="", distance=0.1)
 
 
 def test_text_limits_are_4096_characters() -> None:
@@ -327,7 +346,7 @@ def test_outcome_types_round_trip() -> None:
     assert type(outcome).model_validate_json(outcome.model_dump_json()) == outcome
     assert pickle.loads(pickle.dumps(outcome)) == outcome
     scored = ScoredCandidate(
-        candidate=MemoryCandidate(id="m", distance=0.2),
+        candidate=MemoryCandidate(id="m", text="", distance=0.2),
         score=0.5,
         similarity=0.9,
         recency=0.7,
@@ -364,10 +383,10 @@ _KERNEL_VALUE_MODULES = {
     "kernel.prompt",
 }
 _REQUIRED: dict[str, dict[str, Any]] = {
-    "MemoryCandidate": {"id": "m", "distance": 0.1},
+    "MemoryCandidate": {"id": "m", "text": "", "distance": 0.1},
     "DecodingParams": {"temperature": 1.0, "top_p": 0.5},
     "ScoredCandidate": {
-        "candidate": MemoryCandidate(id="m", distance=0.1),
+        "candidate": MemoryCandidate(id="m", text="", distance=0.1),
         "score": 0.5,
         "similarity": 0.5,
         "recency": 0.5,

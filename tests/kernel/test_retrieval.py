@@ -214,6 +214,7 @@ def test_score_candidate_agrees_with_candidate_score_on_days(
 ) -> None:
     candidate = MemoryCandidate(
         id="m",
+        text="",
         distance=distance,
         timestamp=(NOW - timedelta(days=days)).isoformat(),
         episode=episode,
@@ -267,7 +268,8 @@ def test_rank_candidates_never_mutates_its_input(pool: list[MemoryCandidate]) ->
 
 
 def test_rank_candidates_breaks_ties_by_code_point_id() -> None:
-    pool = [MemoryCandidate(id=name, distance=0.5) for name in ["é", "a", "Z", "B", "aa", "_"]]
+    names = ["é", "a", "Z", "B", "aa", "_"]
+    pool = [MemoryCandidate(id=name, text="", distance=0.5) for name in names]
     ranked = rank_candidates(pool, NOW, limit=10)
     assert [item.candidate.id for item in ranked] == ["B", "Z", "_", "a", "aa", "é"]
 
@@ -281,13 +283,13 @@ def test_rank_candidates_first_seen_wins_a_tie_and_higher_score_replaces() -> No
 
 
 def test_rank_candidates_default_limit_is_four_and_zero_is_empty() -> None:
-    pool = [MemoryCandidate(id=str(i), distance=i / 10) for i in range(8)]
+    pool = [MemoryCandidate(id=str(i), text="", distance=i / 10) for i in range(8)]
     assert [item.candidate.id for item in rank_candidates(pool, NOW)] == ["0", "1", "2", "3"]
     assert rank_candidates(pool, NOW, limit=0) == ()
 
 
 def test_rank_candidates_accepts_any_iterable() -> None:
-    pool = (MemoryCandidate(id=str(i), distance=0.2) for i in range(3))
+    pool = (MemoryCandidate(id=str(i), text="", distance=0.2) for i in range(3))
     assert len(rank_candidates(pool, NOW)) == 3
 
 
@@ -303,8 +305,8 @@ def test_rank_candidates_refuses_a_naive_now() -> None:
 
 
 def test_congruence_changes_the_order_only_when_the_mood_is_clear() -> None:
-    sad = MemoryCandidate(id="sad", distance=0.40, emotional_valence=-0.8)
-    happy = MemoryCandidate(id="happy", distance=0.39, emotional_valence=0.8)
+    sad = MemoryCandidate(id="sad", text="", distance=0.40, emotional_valence=-0.8)
+    happy = MemoryCandidate(id="happy", text="", distance=0.39, emotional_valence=0.8)
     assert [i.candidate.id for i in rank_candidates([sad, happy], NOW, -0.1)] == ["happy", "sad"]
     assert [i.candidate.id for i in rank_candidates([sad, happy], NOW, -0.5)] == ["sad", "happy"]
     off = rank_candidates([sad, happy], NOW, -0.5, congruence_on=False)
@@ -321,6 +323,7 @@ def test_retrieval_weights_refuse_meaningless_values() -> None:
 
 def test_naive_now_is_refused_even_for_a_zoned_timestamp() -> None:
     with pytest.raises(InvalidInputError):
-        score_candidate(MemoryCandidate(id="x", distance=0.1), datetime(2026, 1, 1, tzinfo=None))
+        naive = datetime(2026, 1, 1, tzinfo=None)
+        score_candidate(MemoryCandidate(id="x", text="", distance=0.1), naive)
     aware = datetime(2026, 1, 1, tzinfo=UTC)
-    assert score_candidate(MemoryCandidate(id="x", distance=0.0), aware).recency == 0.70
+    assert score_candidate(MemoryCandidate(id="x", text="", distance=0.0), aware).recency == 0.70

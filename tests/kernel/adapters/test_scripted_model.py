@@ -110,7 +110,10 @@ async def test_malformed_entries_are_returned_as_given() -> None:
 
 
 async def test_the_static_retriever_returns_its_candidates_and_logs_requests() -> None:
-    candidates = [MemoryCandidate(id="m1", distance=0.1), MemoryCandidate(id="m2", distance=0.4)]
+    candidates = [
+        MemoryCandidate(id="m1", text="", distance=0.1),
+        MemoryCandidate(id="m2", text="", distance=0.4),
+    ]
     retriever = StaticRetriever(candidates)
     request = RetrievalInput(query="q", state=STATE, limit=5, now=datetime.now(UTC))
     found = await retriever.retrieve(request)

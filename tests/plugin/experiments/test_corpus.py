@@ -40,7 +40,7 @@ def test_emotional_queries_are_asked_in_a_mood_of_the_episode_sign() -> None:
 
 def _candidate(memory_id: str, days: float, episode: bool = False) -> MemoryCandidate:
     corpus = build_corpus(seed=0)
-    return MemoryCandidate(id=memory_id, distance=0.5, episode=episode, significance=0.25,
+    return MemoryCandidate(id=memory_id, text="", distance=0.5, episode=episode, significance=0.25,
                            timestamp=(corpus.now - timedelta(days=days)).isoformat())
 
 
@@ -54,7 +54,7 @@ def test_candidates_become_a_labelled_query_with_ages_in_days() -> None:
     assert labelled.episodes.tolist() == [False, True]
     assert labelled.mood_valence == -0.5
     assert labelled_from_candidates(candidates, "missing", now=corpus.now) is None
-    undated = [MemoryCandidate(id="c", distance=0.1)]
+    undated = [MemoryCandidate(id="c", text="", distance=0.1)]
     with pytest.raises(InvalidInputError, match="timestamp"):
         labelled_from_candidates(undated, "c", now=corpus.now)
 

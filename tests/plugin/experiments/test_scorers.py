@@ -93,6 +93,7 @@ def test_batch_breakdown_matches_score_candidate_with_timestamps() -> None:
         for col in range(batch.n_candidates):
             candidate = MemoryCandidate(
                 id=f"m{col}",
+                text="",
                 distance=float(batch.distances[row, col]),
                 timestamp=(NOW - timedelta(days=float(batch.ages_days[row, col]))).isoformat(),
                 significance=float(batch.significance[row, col]),
