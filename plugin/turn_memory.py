@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from kernel.adapters.store_support import check_limit
 from kernel.errors import InvalidInputError
 from kernel.models import MAX_TEXT_CHARS
 from kernel.protocols import OutboxItem, StateStore, TurnRecord
@@ -86,6 +87,24 @@ class ReplayReport:
 
     applied: int
     failed: int
+    quarantined: tuple[str, ...] = ()
+    """Ids of poisoned items set aside (or, in a store that cannot, skipped) by this replay."""
+
+
+_POISONED = (InvalidInputError, LookupError, TypeError, AttributeError)
+"""What applying a malformed payload raises: retrying the same item can never succeed.
+
+Chroma failures reach replay as ``StoreError`` (an outage, a refusal), so they stay pending.
+"""
+
+_REASON_CHARS = 1000
+
+
+def _poison_reason(error: BaseException) -> str | None:
+    """Why an item can never apply, or None when its failure may pass (e.g. Chroma is down)."""
+    if not isinstance(error, _POISONED):
+        return None
+    return f"{type(error).__name__}: {error}"[:_REASON_CHARS]
 
 
 class MemoryTurnEffects:
@@ -143,21 +162,53 @@ class MemoryTurnEffects:
         )
 
     async def replay_pending(self, store: StateStore, *, batch: int = 500) -> ReplayReport:
-        """Apply every pending memory write in the store's outbox, oldest first.
+        """Apply every pending memory write in the store's outbox, oldest first, each once.
 
         Call it when the memory is opened: it finishes what a crash or an outage left undone.
-        A failing item stays pending and stops the replay, so later writes keep their order.
+        A write that may yet succeed (Chroma down) stays pending and stops the replay, so later
+        writes keep their order. A poisoned item, whose payload can never apply (missing keys,
+        a record the memory refuses), is named in a warning and quarantined when the store can
+        (``SQLiteStateStore.quarantine_outbox``: never retried on its own), else skipped for
+        this replay; either way the replay goes on with the rest.
         """
+        check_limit(batch, "batch")
+        quarantine = getattr(store, "quarantine_outbox", None)
         applied = 0
+        poisoned: list[str] = []
+        skipped: set[str] = set()  # poisoned, but still pending in a store without quarantine
         while True:
-            pending = await store.pending_outbox(self.topic, batch)
+            pending = [
+                item
+                for item in await store.pending_outbox(self.topic, batch + len(skipped))
+                if item.id not in skipped
+            ]
             if not pending:
-                return ReplayReport(applied=applied, failed=0)
+                return ReplayReport(applied=applied, failed=0, quarantined=tuple(poisoned))
             for item in pending:
                 try:
                     await self.apply([item])
-                except Exception:
-                    logger.exception("memory write %s failed; it stays pending", item.id)
-                    return ReplayReport(applied=applied, failed=1)
+                except Exception as error:
+                    reason = _poison_reason(error)
+                    if reason is None:
+                        logger.exception("memory write %s failed; it stays pending", item.id)
+                        return ReplayReport(applied=applied, failed=1, quarantined=tuple(poisoned))
+                    poisoned.append(item.id)
+                    if callable(quarantine):
+                        await quarantine(item.id, reason)
+                        logger.warning(
+                            "memory write %s can never apply and is quarantined (not retried "
+                            "on its own; requeue_outbox retries it): %s",
+                            item.id,
+                            reason,
+                        )
+                    else:
+                        skipped.add(item.id)
+                        logger.warning(
+                            "memory write %s can never apply and is skipped (this store cannot "
+                            "quarantine it, so it stays pending): %s",
+                            item.id,
+                            reason,
+                        )
+                    continue
                 await store.complete_outbox([item.id])
                 applied += 1
