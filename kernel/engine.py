@@ -28,6 +28,7 @@ from kernel.errors import (
     LimitExceededError,
     MalformedOutputError,
     UnknownIntentError,
+    shown,
 )
 from kernel.models import AffectState, CognitionState, EmotionMap, FrozenModel, MemoryCandidate
 from kernel.prompt import (
@@ -118,27 +119,42 @@ DEFAULT_APPRAISAL_POLICY = DefaultAppraisalPolicy()
 def normalize_intent(raw: object, custom_intents: Iterable[str] = ()) -> str:
     """Trim and upper-case an intent; accept the seven built-ins and registered custom labels.
 
+    Custom labels are normalized the same way, so ``{"domain_event"}`` registers DOMAIN_EVENT.
     Anything else raises ``UnknownIntentError`` naming the value.
     """
+    return _normalized(raw, _check_custom_intents(custom_intents))
+
+
+def _normalized(raw: object, custom: frozenset[str]) -> str:
+    """``normalize_intent`` against custom labels that are already checked and normalized."""
     if not isinstance(raw, str):
-        raise UnknownIntentError(f"intent must be a string, got {raw!r}")
+        raise UnknownIntentError(f"intent must be a string, got {shown(raw)}")
     intent = raw.strip().upper()
-    if intent in BUILTIN_INTENTS or intent in custom_intents:
+    if intent in BUILTIN_INTENTS or intent in custom:
         return intent
-    known = [*BUILTIN_INTENTS, *sorted(custom_intents)]
-    raise UnknownIntentError(f"intent {raw!r} is not one of {known}")
+    known = [*BUILTIN_INTENTS, *sorted(custom)]
+    raise UnknownIntentError(f"intent {shown(raw)} is not one of {known}")
 
 
 def _check_custom_intents(labels: Iterable[str]) -> frozenset[str]:
+    """Custom labels trimmed and upper-cased like gate intents, then checked."""
     if isinstance(labels, str):
-        raise InvalidInputError(f"custom_intents must be a collection of labels, got {labels!r}")
+        raise InvalidInputError(
+            f"custom_intents must be a collection of labels, got {shown(labels)}"
+        )
     checked: set[str] = set()
     for label in labels:
-        if not isinstance(label, str) or _CUSTOM_INTENT.fullmatch(label) is None:
-            raise InvalidInputError(f"custom intent {label!r} must match [A-Z][A-Z0-9_]{{0,63}}")
-        if label in BUILTIN_INTENTS:
-            raise InvalidInputError(f"custom intent {label!r} is already a built-in intent")
-        checked.add(label)
+        normalized = label.strip().upper() if isinstance(label, str) else None
+        if normalized is None or _CUSTOM_INTENT.fullmatch(normalized) is None:
+            raise InvalidInputError(
+                f"custom intent {shown(label)} must match [A-Z][A-Z0-9_]{{0,63}} "
+                "once trimmed and upper-cased"
+            )
+        if normalized in BUILTIN_INTENTS:
+            raise InvalidInputError(
+                f"custom intent {shown(label)} is already the built-in intent {normalized}"
+            )
+        checked.add(normalized)
     return frozenset(checked)
 
 
@@ -354,7 +370,12 @@ class AffectEngine:
                 )
             else:
                 candidates: Sequence[MemoryCandidate] = ()
-                if gate.should_retrieve and self._retriever is not None:
+                # retrieval_limit 0 ranks nothing, so the retriever is not asked at all.
+                if (
+                    gate.should_retrieve
+                    and self._retriever is not None
+                    and self._limits.retrieval_limit > 0
+                ):
                     candidates = await self._retrieve(text, history, exposed, now)
                     watch.lap("retrieve")
                 memories: tuple[ScoredCandidate, ...] = ()
@@ -449,7 +470,7 @@ class AffectEngine:
             result = await self._model.gate(GateInput(message=text, history=history, state=state))
             if not isinstance(result, GateResult):
                 raise MalformedOutputError(f"gate returned {type(result).__name__}, not GateResult")
-            intent = normalize_intent(result.intent, self._custom_intents)
+            intent = _normalized(result.intent, self._custom_intents)
         except Exception as error:
             if self._gate_error_mode == "raise":
                 raise

@@ -97,10 +97,21 @@ def test_anything_else_is_an_unknown_intent(raw: object) -> None:
         normalize_intent(raw)
 
 
-@pytest.mark.parametrize("label", ["lower", "1ABC", "A" * 65, "HAS SPACE", "CASUAL", 5])
+@pytest.mark.parametrize(
+    "label", ["", "   ", "1ABC", "A" * 65, "HAS SPACE", "CASUAL", " casual ", "caf\u00e9", 5]
+)
 def test_a_custom_label_must_match_the_pattern(store: SQLiteStateStore, label: object) -> None:
     with pytest.raises(InvalidInputError, match="custom intent"):
         engine_for(store, ScriptedModel(), custom_intents=[label])
+
+
+async def test_custom_intents_are_normalized_like_gate_intents(store: SQLiteStateStore) -> None:
+    assert normalize_intent("domain_event", {"domain_event"}) == "DOMAIN_EVENT"
+    assert normalize_intent(" Domain_Event ", [" domain_event "]) == "DOMAIN_EVENT"
+    model = ScriptedModel(gates=[GateResult(intent="Domain_Event"), GateResult(intent="LOWER")])
+    engine = engine_for(store, model, custom_intents={"domain_event", " lower "})
+    assert (await engine.turn("the build broke")).intent == "DOMAIN_EVENT"
+    assert (await engine.turn("again")).intent == "LOWER"
 
 
 # -- a responding turn -----------------------------------------------------------------
@@ -388,6 +399,24 @@ async def test_ranked_memories_are_cut_to_the_retrieval_limit(store: SQLiteState
     result = await engine.turn("x")
     assert len(result.memories) == 3
     assert len(model.generate_requests[0].untrusted_context.memory_texts) == 3
+
+
+async def test_retrieval_limit_zero_skips_the_retriever(store: SQLiteStateStore) -> None:
+    retriever = StaticRetriever([candidate("m1")])
+    model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
+    stages: list[str] = []
+    engine = engine_for(
+        store,
+        model,
+        retriever=retriever,
+        retrieval_limit=0,
+        observer=lambda stage, _: stages.append(stage),
+    )
+    result = await engine.turn("x")
+    assert retriever.requests == []
+    assert result.memories == ()
+    assert "retrieve" not in stages
+    assert model.generate_requests[0].untrusted_context.memory_texts == ()
 
 
 async def test_the_default_keeps_six_memories(store: SQLiteStateStore) -> None:
