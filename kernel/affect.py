@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from kernel.bounds import FiniteFloat, NonNegativeFloat, PositiveInt, UnitInterval, check_int
 from kernel.errors import InvalidInputError
-from kernel.models import DecodingParams, FrozenModel, Mood
+from kernel.models import DecodingParams, FrozenModel, Mood, as_emotion_map
 
 __all__ = [
     "DEFAULT_AFFECT_CONTROLS",
@@ -114,9 +114,13 @@ def apply_length_factor(
 
 
 def is_ambivalent(
-    emotions: Mapping[str, float], *, controls: AffectControls = DEFAULT_AFFECT_CONTROLS
+    emotions: Mapping[str, float] | None, *, controls: AffectControls = DEFAULT_AFFECT_CONTROLS
 ) -> bool:
-    """Whether the strongest positive and negative emotions are both strong and comparable."""
+    """Whether the strongest positive and negative emotions are both strong and comparable.
+
+    None holds no emotion, so it is not ambivalent (as in the reference).
+    """
+    emotions = as_emotion_map(emotions, "emotions")
     positive = max((v for k, v in emotions.items() if k in POSITIVE_EMOTIONS), default=0.0)
     negative = max((v for k, v in emotions.items() if k in NEGATIVE_EMOTIONS), default=0.0)
     if positive < controls.ambivalence_floor or negative < controls.ambivalence_floor:

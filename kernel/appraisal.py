@@ -10,8 +10,16 @@ from typing import Literal
 from pydantic import Field
 
 from kernel.bounds import FiniteFloat, NonNegativeFloat, SignedUnit, UnitInterval, check_int
-from kernel.errors import InvalidInputError, UnknownStageError
-from kernel.models import AffectState, EmotionMap, FrozenModel, Goals, Mood, Personality
+from kernel.errors import InvalidInputError, UnknownStageError, shown
+from kernel.models import (
+    AffectState,
+    EmotionMap,
+    FrozenModel,
+    Goals,
+    Mood,
+    Personality,
+    as_emotion_map,
+)
 
 __all__ = [
     "BUILTIN_INTENTS",
@@ -364,13 +372,20 @@ def _mentions(text: str, cues: tuple[str, ...]) -> bool:
 
 
 def expectation_emotions(
-    expectation: str, message: str, *, cues: ExpectationCues = DEFAULT_EXPECTATION_CUES
+    expectation: str | None,
+    message: str | None,
+    *,
+    cues: ExpectationCues = DEFAULT_EXPECTATION_CUES,
 ) -> dict[str, float]:
     """Emotions from how a message meets what was expected: relief, disappointment, satisfaction.
 
     Cues match as whole words with Unicode word boundaries; the first rule that holds wins.
+    None counts as empty: no expectation (or no message) raises nothing.
     """
-    expected, current = expectation.lower(), message.lower()
+    for argument, text in (("expectation", expectation), ("message", message)):
+        if text is not None and not isinstance(text, str):
+            raise InvalidInputError(f"{argument} must be a string or None, got {shown(text)}")
+    expected, current = (expectation or "").lower(), (message or "").lower()
     if not expected or not current:
         return {}
     if _mentions(expected, cues.negative_expected) and _mentions(current, cues.positive_current):
@@ -384,11 +399,14 @@ def expectation_emotions(
 
 
 def decay_occ_carry(
-    carry: Mapping[str, float], *, dynamics: AffectDynamics = DEFAULT_AFFECT_DYNAMICS
+    carry: Mapping[str, float] | None, *, dynamics: AffectDynamics = DEFAULT_AFFECT_DYNAMICS
 ) -> dict[str, float]:
-    """Decay each carried emotion by its rate, dropping what falls to the floor or below."""
+    """Decay each carried emotion by its rate, dropping what falls to the floor or below.
+
+    None carries nothing, so it decays to ``{}`` (as in the reference).
+    """
     decayed: dict[str, float] = {}
-    for name, value in carry.items():
+    for name, value in as_emotion_map(carry, "carry").items():
         kept = value * dynamics.decay_rate(name)
         if kept > dynamics.carry_floor:
             decayed[name] = kept

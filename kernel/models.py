@@ -17,6 +17,7 @@ from kernel.bounds import (
     ZonedTimestamp,
     check_number,
 )
+from kernel.errors import InvalidInputError, shown
 
 __all__ = [
     "AffectState",
@@ -31,6 +32,7 @@ __all__ = [
     "Personality",
     "RelationshipState",
     "UntrustedContext",
+    "as_emotion_map",
 ]
 
 MAX_TEXT_CHARS = 4096
@@ -61,11 +63,11 @@ class EmotionMap(Mapping[str, float]):
         checked: dict[str, float] = {}
         for name, value in (values or {}).items():
             if not isinstance(name, str) or not 1 <= len(name) <= 64:
-                raise ValueError(f"emotion names must be 1-64 character strings, got {name!r}")
+                raise ValueError(f"emotion names must be 1-64 character strings, got {shown(name)}")
             try:
                 checked[name] = check_number(value, 0.0, 1.0)
             except ValueError as error:
-                raise ValueError(f"emotion {name!r} {error}") from None
+                raise ValueError(f"emotion {shown(name)} {error}") from None
         object.__setattr__(self, "_values", checked)
 
     def __getitem__(self, name: str) -> float:
@@ -114,6 +116,26 @@ class EmotionMap(Mapping[str, float]):
 
 def _as_plain_mapping(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
+
+
+def as_emotion_map(value: object, argument: str) -> EmotionMap:
+    """``value`` as a checked emotion map; None is an empty one, as in the reference.
+
+    Anything else must map 1-64 character names to intensities in [0, 1]; otherwise
+    ``InvalidInputError`` names ``argument`` and the bad entry.
+    """
+    if value is None:
+        return EmotionMap()
+    if isinstance(value, EmotionMap):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            f"{argument} must be a mapping of emotion names to [0, 1] or None, got {shown(value)}"
+        )
+    try:
+        return EmotionMap(value)
+    except ValueError as error:
+        raise InvalidInputError(f"{argument}: {error}") from None
 
 
 class Mood(FrozenModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -209,3 +211,23 @@ def test_is_ambivalent_with_a_zero_floor_needs_both_families_present() -> None:
     assert not is_ambivalent({}, controls=open_floor)
     assert not is_ambivalent({"joy": 0.5}, controls=open_floor)
     assert is_ambivalent({"joy": 0.5, "fear": 0.01}, controls=open_floor)
+
+
+def test_is_ambivalent_of_none_is_false_as_in_the_reference() -> None:
+    assert is_ambivalent(None) is False
+
+
+@pytest.mark.parametrize(
+    ("emotions", "named"),
+    [
+        ("joy", "emotions"),
+        ([("joy", 0.5)], "emotions"),
+        ({"joy": "0.5", "fear": 0.5}, "'joy'"),
+        ({"joy": 0.5, "fear": 1.5}, "'fear'"),
+        ({"joy": math.nan, "fear": 0.5}, "'joy'"),
+        ({3: 0.5}, "3"),
+    ],
+)
+def test_is_ambivalent_refuses_what_is_not_an_emotion_map(emotions: object, named: str) -> None:
+    with pytest.raises(InvalidInputError, match=named):
+        is_ambivalent(emotions)  # type: ignore[arg-type]

@@ -450,3 +450,29 @@ def test_carry_decay_rates_must_be_in_the_unit_interval(rate: object) -> None:
         AffectDynamics(carry_decay_default=rate)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="carry_decay"):
         AffectDynamics(carry_decay=(("joy", rate),))  # type: ignore[arg-type]
+
+
+def test_decay_occ_carry_of_none_is_empty_as_in_the_reference() -> None:
+    assert decay_occ_carry(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("carry", "named"),
+    [
+        ("joy", "carry"),
+        ({"joy": "0.5"}, "'joy'"),
+        ({"joy": 1.5}, "'joy'"),
+        ({"joy": True}, "'joy'"),
+        ({None: 0.5}, "None"),
+    ],
+)
+def test_decay_occ_carry_refuses_what_is_not_an_emotion_map(carry: object, named: str) -> None:
+    with pytest.raises(InvalidInputError, match=named):
+        decay_occ_carry(carry)  # type: ignore[arg-type]
+
+
+def test_expectation_emotions_of_none_is_empty() -> None:
+    assert expectation_emotions(None, "things are better") == {}
+    assert expectation_emotions("she was upset", None) == {}
+    with pytest.raises(InvalidInputError, match="message"):
+        expectation_emotions("she was upset", 5)  # type: ignore[arg-type]
