@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import InvalidInputError
+from kernel.errors import InvalidInputError, shown
 from kernel.protocols import GateInput, GateResult
 
 if TYPE_CHECKING:
@@ -89,9 +89,9 @@ class ExemplarError(InvalidInputError):
 
 def _check_unit(name: str, value: float, *, low: float = 0.0, high: float = 1.0) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
+        raise InvalidInputError(f"{name} must be a finite number, got {shown(value)}")
     if not low <= value <= high:
-        raise InvalidInputError(f"{name} must be within [{low}, {high}], got {value!r}")
+        raise InvalidInputError(f"{name} must be within [{low}, {high}], got {shown(value)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +114,7 @@ class GateParams:
     def __post_init__(self) -> None:
         _check_unit("centroid_weight", self.centroid_weight)
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
-            raise InvalidInputError(f"top_k must be an integer >= 1, got {self.top_k!r}")
+            raise InvalidInputError(f"top_k must be an integer >= 1, got {shown(self.top_k)}")
         _check_unit("temperature", self.temperature, low=1e-6, high=10.0)
         _check_unit("threshold", self.threshold, low=-1.0)
         _check_unit("min_confidence", self.min_confidence)
@@ -224,7 +224,7 @@ def _check_label(label: object, where: str) -> str:
     if not isinstance(label, str) or CUSTOM_INTENT_PATTERN.fullmatch(label) is None:
         raise ExemplarError(
             f"{where}: intent label must match [A-Z][A-Z0-9_]{{0,63}} "
-            f"(upper-case letter first, then upper-case letters, digits or _), got {label!r}"
+            f"(upper-case letter first, then upper-case letters, digits or _), got {shown(label)}"
         )
     return label
 
@@ -239,14 +239,14 @@ def _check_texts(texts: object, source: str, label: str) -> tuple[str, ...]:
     out: list[str] = []
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
-            raise ExemplarError(f"{where}[{i}] must be a non-empty string, got {text!r}")
+            raise ExemplarError(f"{where}[{i}] must be a non-empty string, got {shown(text)}")
         if len(text) > MAX_EXEMPLAR_CHARS:
             raise ExemplarError(
                 f"{where}[{i}] is {len(text)} characters, more than {MAX_EXEMPLAR_CHARS}"
             )
         key = _norm(text)
         if key in seen:
-            raise ExemplarError(f"{where}[{i}] repeats intents.{label}[{seen[key]}]: {text!r}")
+            raise ExemplarError(f"{where}[{i}] repeats intents.{label}[{seen[key]}]: {shown(text)}")
         seen[key] = i
         out.append(text.strip())
     return tuple(out)
@@ -286,7 +286,7 @@ class IntentExemplars:
                 other = owner.setdefault(_norm(text), label)
                 if other != label:
                     raise ExemplarError(
-                        f"{source}: exemplar {text!r} is labelled both {other} and {label}"
+                        f"{source}: exemplar {shown(text)} is labelled both {other} and {label}"
                     )
             checked[label] = texts
         return cls(MappingProxyType(checked), MappingProxyType(dict(meta or {})), source)
@@ -296,10 +296,11 @@ class IntentExemplars:
         _check_label(label, "custom intent")
         if label in BUILTIN_INTENTS:
             raise ExemplarError(
-                f"custom intent {label!r} is a built-in intent; replace the exemplar set instead"
+                f"custom intent {shown(label)} is a built-in intent; "
+                "replace the exemplar set instead"
             )
         if label in self.intents:
-            raise ExemplarError(f"custom intent {label!r} is already registered")
+            raise ExemplarError(f"custom intent {shown(label)} is already registered")
         return IntentExemplars.from_mapping(
             {**self.intents, label: texts}, meta=self.meta, source=self.source
         )
@@ -335,7 +336,7 @@ def load_exemplars(path: str | Path = DEFAULT_EXEMPLARS_PATH) -> IntentExemplars
         raise ExemplarError(f"{path}: unknown top-level key(s) {unknown}; allowed: _meta, intents")
     for key in ("_meta", "intents"):
         if key not in data:
-            raise ExemplarError(f"{path}: missing top-level key {key!r}")
+            raise ExemplarError(f"{path}: missing top-level key {shown(key)}")
         if not isinstance(data[key], dict):
             raise ExemplarError(f"{path}: {key} must be an object, got {type(data[key]).__name__}")
     return IntentExemplars.from_mapping(data["intents"], meta=data["_meta"], source=str(path))
@@ -407,9 +408,9 @@ class EmbeddingIntentGate:
         retrieval: RetrievalRule = DEFAULT_RETRIEVAL_RULE,
     ) -> None:
         if not isinstance(params, GateParams):
-            raise InvalidInputError(f"params must be a GateParams, got {params!r}")
+            raise InvalidInputError(f"params must be a GateParams, got {shown(params)}")
         if not isinstance(retrieval, RetrievalRule):
-            raise InvalidInputError(f"retrieval must be a RetrievalRule, got {retrieval!r}")
+            raise InvalidInputError(f"retrieval must be a RetrievalRule, got {shown(retrieval)}")
         if threshold is not None:
             params = replace(params, threshold=threshold)
         if retrieve_threshold is not None:
@@ -531,7 +532,7 @@ class EmbeddingIntentGate:
         texts = list(texts)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise InvalidInputError(f"texts[{i}] must be a string, got {text!r}")
+                raise InvalidInputError(f"texts[{i}] must be a string, got {shown(text)}")
         if not texts:
             return []
         index = self._get_index()
@@ -675,7 +676,8 @@ def evaluate(
     for i, intent in enumerate(intents):
         if intent not in position:
             raise InvalidInputError(
-                f"example {i} is labelled {intent!r}, not an intent of this gate {list(labels)}"
+                f"example {i} is labelled {shown(intent)}, "
+                f"not an intent of this gate {list(labels)}"
             )
     predictions = gate.classify_many(texts)
     matrix = [[0] * len(labels) for _ in labels]

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel.errors import InvalidInputError
+from kernel.engine import DEFAULT_ENGINE_LIMITS
+from kernel.errors import InvalidInputError, shown
 from plugin.jsonl import read_jsonl
 
 if TYPE_CHECKING:
@@ -18,6 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["QueryFileError", "register", "run"]
 
 _TEXT_WIDTH = 60
+
+MAX_TEXT_CHARS = DEFAULT_ENGINE_LIMITS.max_message_chars
+"""Longest message classified: the engine's own message limit, so no door takes more."""
 
 
 class QueryFileError(InvalidInputError):
@@ -36,7 +40,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             '{"text", "intent", "confidence", "should_retrieve"} line per input with --json, '
             'loading the model once. With --evaluate, read {"text", "intent"} lines (an '
             'optional "split" is reported separately) and print accuracy, per-intent '
-            "precision and recall and the confusion matrix. A bad line exits 2 naming it."
+            "precision and recall and the confusion matrix. A bad line exits 2 naming it. "
+            f"A message may have at most {MAX_TEXT_CHARS:,} characters, as in a turn."
         ),
     )
     parser.add_argument("text", nargs="?", metavar="TEXT", help="the message to classify")
@@ -66,6 +71,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=run)
 
 
+def _too_long(text: str) -> str | None:
+    """Why ``text`` is too long to classify, or None."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return None
+    return f"has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (as for a turn)"
+
+
 def _string(path: Path, number: int, value: dict[str, Any], key: str) -> str:
     if key not in value:
         raise QueryFileError(f'{path} line {number}: missing "{key}"')
@@ -74,6 +86,9 @@ def _string(path: Path, number: int, value: dict[str, Any], key: str) -> str:
         raise QueryFileError(
             f'{path} line {number}: "{key}" must be a string, got {type(item).__name__}'
         )
+    problem = _too_long(item) if key == "text" else None
+    if problem is not None:
+        raise QueryFileError(f'{path} line {number}: "text" {problem}')
     return item
 
 
@@ -98,7 +113,8 @@ def _read_labelled(
         intent = _string(path, number, value, "intent").strip().upper()
         if intent not in labels:
             raise QueryFileError(
-                f"{path} line {number}: intent {value['intent']!r} is not one of {list(labels)}"
+                f"{path} line {number}: intent {shown(value['intent'])} is not one of "
+                f"{list(labels)}"
             )
         intents.append(intent)
         split = value.get("split")
@@ -173,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInputError("give exactly one of TEXT, --queries FILE or --evaluate FILE")
     if args.min_accuracy is not None and args.evaluate is None:
         raise InvalidInputError("--min-accuracy only applies to --evaluate")
+    if args.text is not None and (problem := _too_long(args.text)) is not None:
+        raise InvalidInputError(f"TEXT {problem}")
     gate = _build_gate(args)  # validates --exemplars before any file is read or model loaded
     if args.evaluate is not None:
         return _run_evaluate(args, gate)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import AffectMemoryError
+from kernel.errors import AffectMemoryError, InvalidInputError
 from kernel.models import AffectState
 from kernel.protocols import GateInput, GateResult
 from plugin.cli import main
@@ -706,3 +706,38 @@ def test_cli_bad_line_in_a_fresh_process_is_one_line_without_traceback(tmp_path:
     assert done.stderr.strip().splitlines() == [
         f'affect-memory classify: {path} line 2: "text" must be a string, got NoneType'
     ]
+
+
+def test_cli_refuses_a_message_longer_than_the_engines_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kernel.engine import DEFAULT_ENGINE_LIMITS
+
+    limit = DEFAULT_ENGINE_LIMITS.max_message_chars
+    assert main(["classify", "x" * 100_000]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"affect-memory classify: TEXT has 100,000 characters; the limit is {limit:,} "
+        "(as for a turn)"
+    )
+    path = _jsonl(tmp_path, ['{"text": "fine"}', json.dumps({"text": "y" * (limit + 1)})])
+    assert main(["classify", "--queries", str(path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert f'{path} line 2: "text" has {limit + 1:,} characters' in line
+    assert main(["classify", "y" * limit, "--json"]) == 0, "the limit itself is accepted"
+    assert json.loads(capsys.readouterr().out)["text"] == "y" * limit
+
+
+def test_a_huge_bad_value_is_echoed_cut() -> None:
+    huge = "Q" * 100_000
+    with pytest.raises(InvalidInputError) as caught:
+        EmbeddingIntentGate().classify_many(["fine", [huge]])  # type: ignore[list-item]
+    assert str(caught.value).startswith("texts[1] must be a string, got [")
+    assert len(str(caught.value)) < 300
+    preset = load_exemplars(DEFAULT_EXEMPLARS_PATH)
+    with pytest.raises(ExemplarError) as refused:
+        preset.with_intent(huge.lower(), ["an example"])
+    assert "(100000 characters)" in str(refused.value)
+    assert len(str(refused.value)) < 500
