@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kernel.bounds import FiniteFloat, NonNegativeFloat, PositiveInt, UnitInterval, check_int
-from kernel.errors import InvalidInputError
-from kernel.models import DecodingParams, FrozenModel, Mood, as_emotion_map
+from pydantic import model_validator
+
+from kernel.bounds import (
+    FiniteFloat,
+    NonNegativeFloat,
+    PositiveInt,
+    SignedUnit,
+    UnitInterval,
+    check_int,
+)
+from kernel.errors import InvalidInputError, shown
+from kernel.models import DecodingParams, Mood, as_emotion_map
+from kernel.parameters import ParameterModel
 
 __all__ = [
     "DEFAULT_AFFECT_CONTROLS",
@@ -40,22 +50,32 @@ _OCTANTS = {
 }
 
 
-class AffectControls(FrozenModel):
+class AffectControls(ParameterModel):
     """The constants of the response controls; see the provenance table in README."""
 
-    neutral_deadband: NonNegativeFloat = 0.15
+    neutral_deadband: UnitInterval = 0.15
     temperature_base: NonNegativeFloat = 1.0
     temperature_arousal_gain: FiniteFloat = 0.20
     temperature_min: NonNegativeFloat = 0.72
     temperature_max: NonNegativeFloat = 1.18
     top_p: UnitInterval = 0.97
-    low_arousal_threshold: FiniteFloat = -0.30
-    low_arousal_factor: NonNegativeFloat = 0.60
-    low_valence_threshold: FiniteFloat = -0.30
-    low_valence_factor: NonNegativeFloat = 0.72
+    low_arousal_threshold: SignedUnit = -0.30
+    low_arousal_factor: UnitInterval = 0.60
+    """A budget factor; it only ever shortens a reply."""
+    low_valence_threshold: SignedUnit = -0.30
+    low_valence_factor: UnitInterval = 0.72
     token_floor: PositiveInt = 180
     ambivalence_floor: UnitInterval = 0.15
     ambivalence_ratio: UnitInterval = 0.40
+
+    @model_validator(mode="after")
+    def _temperature_range(self) -> AffectControls:
+        if self.temperature_min > self.temperature_max:
+            raise ValueError(
+                f"AffectControls.temperature_min {shown(self.temperature_min)} must not be above "
+                f"AffectControls.temperature_max {shown(self.temperature_max)}"
+            )
+        return self
 
 
 DEFAULT_AFFECT_CONTROLS = AffectControls()

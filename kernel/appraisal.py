@@ -5,11 +5,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, model_validator
 
-from kernel.bounds import FiniteFloat, NonNegativeFloat, SignedUnit, UnitInterval, check_int
+from kernel.bounds import (
+    FiniteFloat,
+    NonNegativeFloat,
+    SignedUnit,
+    UnitInterval,
+    check_int,
+    check_number,
+)
 from kernel.errors import InvalidInputError, UnknownStageError, shown
 from kernel.models import (
     AffectState,
@@ -20,6 +27,7 @@ from kernel.models import (
     Personality,
     as_emotion_map,
 )
+from kernel.parameters import Name, ParameterModel, unique
 
 __all__ = [
     "BUILTIN_INTENTS",
@@ -50,22 +58,40 @@ BASE_EMOTIONS = ("joy", "distress", "admiration", "reproach", "gratitude")
 """The emotions every impulse result reports, 0.0 unless the intent raises them."""
 
 
-class EmotionSignal(FrozenModel):
+class EmotionSignal(ParameterModel):
     """One fresh emotion an intent raises: ``min(1, goal × coefficient)``, or the coefficient."""
 
-    emotion: str
+    emotion: Name
     coefficient: NonNegativeFloat
     goal: GoalName | None = None
 
+    @model_validator(mode="after")
+    def _an_ungated_value_is_an_intensity(self) -> EmotionSignal:
+        if self.goal is None and self.coefficient > 1.0:
+            raise ValueError(
+                f"EmotionSignal.coefficient must be within [0, 1] without a goal (it is the "
+                f"emotion's value), got {shown(self.coefficient)}"
+            )
+        return self
 
-class IntentImpulse(FrozenModel):
+
+PadChange = Annotated[float, BeforeValidator(lambda value: check_number(value, -2.0, 2.0))]
+"""A change of one PAD component: the span between two values in [-1, 1]."""
+
+
+def _distinct_signals(signals: tuple[EmotionSignal, ...]) -> tuple[EmotionSignal, ...]:
+    unique([signal.emotion for signal in signals], "signal emotions")
+    return signals
+
+
+class IntentImpulse(ParameterModel):
     """The PAD change and fresh emotions one intent causes."""
 
-    intent: str
-    valence: FiniteFloat = 0.0
-    arousal: FiniteFloat = 0.0
-    dominance: FiniteFloat = 0.0
-    signals: tuple[EmotionSignal, ...] = ()
+    intent: Name
+    valence: PadChange = 0.0
+    arousal: PadChange = 0.0
+    dominance: PadChange = 0.0
+    signals: Annotated[tuple[EmotionSignal, ...], AfterValidator(_distinct_signals)] = ()
     widens: bool = False
     """Ambiguous intents widen an already-polarized valence rather than carry a sign."""
 
@@ -130,29 +156,52 @@ DEFAULT_CARRY_DECAY = (
 )
 
 
-class AffectDynamics(FrozenModel):
+def _distinct_impulses(impulses: tuple[IntentImpulse, ...]) -> tuple[IntentImpulse, ...]:
+    unique([impulse.intent for impulse in impulses], "impulse intents")
+    return impulses
+
+
+def _distinct_rates(rates: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+    unique([name for name, _ in rates], "carry-decay emotion names")
+    return rates
+
+
+class AffectDynamics(ParameterModel):
     """Caller-owned constants of mood inertia, impulses, widening, baseline drift and carry."""
 
-    inertia_base: FiniteFloat = 0.80
+    inertia_base: UnitInterval = 0.80
     inertia_neuroticism_gain: FiniteFloat = 0.20
     inertia_extraversion_gain: FiniteFloat = 0.10
-    inertia_min: FiniteFloat = 0.62
-    inertia_max: FiniteFloat = 0.92
-    rest_dominance: FiniteFloat = 0.10
-    """Resting dominance per unit of stage weight."""
-    impulses: tuple[IntentImpulse, ...] = DEFAULT_INTENT_IMPULSES
-    widen_threshold: NonNegativeFloat = 0.20
+    inertia_min: UnitInterval = 0.62
+    inertia_max: UnitInterval = 0.92
+    rest_dominance: SignedUnit = 0.10
+    """Resting dominance per unit of stage weight (a weight in [0, 1] keeps it a PAD value)."""
+    impulses: Annotated[tuple[IntentImpulse, ...], AfterValidator(_distinct_impulses)] = (
+        DEFAULT_INTENT_IMPULSES
+    )
+    widen_threshold: UnitInterval = 0.20
     widen_negative: NonNegativeFloat = 1.10
     widen_positive: NonNegativeFloat = 1.04
-    baseline_retention: FiniteFloat = 0.98
-    baseline_gain: FiniteFloat = 0.02
-    carry_decay: tuple[tuple[str, UnitInterval], ...] = DEFAULT_CARRY_DECAY
+    baseline_retention: UnitInterval = 0.98
+    baseline_gain: UnitInterval = 0.02
+    carry_decay: Annotated[
+        tuple[tuple[Name, UnitInterval], ...], AfterValidator(_distinct_rates)
+    ] = DEFAULT_CARRY_DECAY
     carry_decay_default: UnitInterval = 0.80
-    carry_floor: NonNegativeFloat = 0.05
+    carry_floor: UnitInterval = 0.05
     """Carried values at or below this are dropped."""
-    longing_threshold: FiniteFloat = 0.3
-    unease_floor: FiniteFloat = -0.3
+    longing_threshold: UnitInterval = 0.3
+    unease_floor: SignedUnit = -0.3
     unease_cap: UnitInterval = 0.3
+
+    @model_validator(mode="after")
+    def _inertia_range(self) -> AffectDynamics:
+        if self.inertia_min > self.inertia_max:
+            raise ValueError(
+                f"AffectDynamics.inertia_min {shown(self.inertia_min)} must not be above "
+                f"AffectDynamics.inertia_max {shown(self.inertia_max)}"
+            )
+        return self
 
     def impulse(self, intent: str) -> IntentImpulse | None:
         """The impulse for an exact intent label, or None."""
@@ -171,27 +220,62 @@ def _impulse_index(impulses: tuple[IntentImpulse, ...]) -> dict[str, IntentImpul
 DEFAULT_AFFECT_DYNAMICS = AffectDynamics()
 
 
-class StageLadder(FrozenModel):
+def _stage_names(stages: tuple[str, ...]) -> tuple[str, ...]:
+    if not stages:
+        raise ValueError(f"must hold at least one stage, got {shown(stages)}")
+    unique(stages, "stage names")
+    return stages
+
+
+class StageLadder(ParameterModel):
     """Relationship stages in order, with the resting-point weight of each."""
 
-    stages: tuple[str, ...] = ("stranger", "acquaintance", "friend", "close", "intimate")
-    weights: tuple[FiniteFloat, ...] = (0.0, 0.20, 0.40, 0.60, 0.70)
+    stages: Annotated[tuple[Name, ...], AfterValidator(_stage_names)] = (
+        "stranger",
+        "acquaintance",
+        "friend",
+        "close",
+        "intimate",
+    )
+    weights: tuple[UnitInterval, ...] = (0.0, 0.20, 0.40, 0.60, 0.70)
     strict: bool = False
     """When set, an unknown label raises instead of behaving like the first stage."""
 
-    def model_post_init(self, context: object) -> None:
-        """Check the ladder is one weight per stage."""
-        if len(self.stages) != len(self.weights) or not self.stages:
-            raise InvalidInputError("StageLadder needs one weight per stage and at least one stage")
+    @model_validator(mode="after")
+    def _one_weight_per_stage(self) -> StageLadder:
+        if len(self.stages) != len(self.weights):
+            raise ValueError(
+                f"StageLadder.weights needs one weight per stage ({len(self.stages)}), "
+                f"got {shown(self.weights)}"
+            )
+        return self
 
 
 DEFAULT_STAGE_LADDER = StageLadder()
 
 
-class ExpectationCues(FrozenModel):
+def _cue(value: str) -> str:
+    if not value.strip().strip("-").strip():
+        raise ValueError(f"must hold a word, not only whitespace or '-', got {shown(value)}")
+    return value
+
+
+Cue = Annotated[str, AfterValidator(_cue)]
+
+
+def _distinct_cues(cues: tuple[str, ...]) -> tuple[str, ...]:
+    unique([cue.lower() for cue in cues], "cues (ignoring case)")
+    return cues
+
+
+CueList = Annotated[tuple[Cue, ...], AfterValidator(_distinct_cues)]
+"""Cue words or phrases, each holding a word, unique ignoring case; empty switches a rule off."""
+
+
+class ExpectationCues(ParameterModel):
     """English cue words for expectation appraisal; a cue ending in '-' is a stem."""
 
-    negative_expected: tuple[str, ...] = (
+    negative_expected: CueList = (
         "angry",
         "upset",
         "bad",
@@ -201,7 +285,7 @@ class ExpectationCues(FrozenModel):
         "afraid",
         "scared",
     )
-    positive_current: tuple[str, ...] = (
+    positive_current: CueList = (
         "better",
         "okay",
         "ok",
@@ -210,7 +294,7 @@ class ExpectationCues(FrozenModel):
         "resolved",
         "worked out",
     )
-    negative_current: tuple[str, ...] = (
+    negative_current: CueList = (
         "worse",
         "bad",
         "angry",
@@ -219,7 +303,7 @@ class ExpectationCues(FrozenModel):
         "awful",
         "hurt",
     )
-    expected_resolution: tuple[str, ...] = ("come back", "tell", "answer", "resolve", "apolog-")
+    expected_resolution: CueList = ("come back", "tell", "answer", "resolve", "apolog-")
     relief: UnitInterval = 0.45
     surprise: UnitInterval = 0.35
     disappointment: UnitInterval = 0.4
@@ -486,13 +570,13 @@ def appraise_turn(
     return AppraisalOutcome(state=next_state, active_emotions=EmotionMap(merged), intent=intent)
 
 
-class DefaultAppraisalPolicy(FrozenModel):
+class DefaultAppraisalPolicy(ParameterModel):
     """The reference appraisal policy: ``appraise_turn`` with caller-owned parameters."""
 
     dynamics: AffectDynamics = DEFAULT_AFFECT_DYNAMICS
     ladder: StageLadder = DEFAULT_STAGE_LADDER
     cues: ExpectationCues = DEFAULT_EXPECTATION_CUES
-    name: str = Field(default="default", min_length=1)
+    name: Name = "default"
 
     def appraise(self, state: AffectState, intent: str, message: str) -> AppraisalOutcome:
         """Appraise one turn of ``state`` under ``intent`` and ``message``."""

@@ -17,12 +17,12 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ValidationError
 
 from kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
 from kernel.affect import decoding_params as _decoding_params
 from kernel.appraisal import BUILTIN_INTENTS, AppraisalOutcome, DefaultAppraisalPolicy
-from kernel.bounds import PositiveInt
+from kernel.bounds import NonNegativeInt, PositiveInt
 from kernel.errors import (
     InvalidInputError,
     LimitExceededError,
@@ -30,7 +30,8 @@ from kernel.errors import (
     UnknownIntentError,
     shown,
 )
-from kernel.models import AffectState, CognitionState, EmotionMap, FrozenModel, MemoryCandidate
+from kernel.models import AffectState, CognitionState, EmotionMap, MemoryCandidate
+from kernel.parameters import ParameterModel, first_message
 from kernel.prompt import (
     DEFAULT_EVIDENCE_LIMITS,
     DEFAULT_PROMPT_WORDING,
@@ -95,7 +96,7 @@ _MAX_CONVERSATION_ID = 256
 _FALLBACK_INTENT = "CASUAL"
 
 
-class EngineLimits(FrozenModel):
+class EngineLimits(ParameterModel):
     """Size and count limits a turn enforces, in characters unless named otherwise."""
 
     max_message_chars: PositiveInt = 16_000
@@ -106,8 +107,8 @@ class EngineLimits(FrozenModel):
     max_output_chars: PositiveInt = 32_000
     max_retrieval_candidates: PositiveInt = 64
     """More candidates than this from a retriever fail the turn."""
-    retrieval_limit: int = Field(default=6, ge=0, strict=True)
-    """Ranked memories kept for a turn."""
+    retrieval_limit: NonNegativeInt = 6
+    """Ranked memories kept for a turn; 0 skips retrieval."""
 
 
 DEFAULT_ENGINE_LIMITS = EngineLimits()
@@ -274,8 +275,9 @@ class AffectEngine:
         if overrides:
             try:
                 limits = EngineLimits.model_validate({**limits.model_dump(), **overrides})
-            except ValueError as error:
-                raise InvalidInputError(f"engine limits: {error}") from None
+            except ValidationError as error:
+                # one line, e.g. "EngineLimits.retrieval_limit must be >= 0, got -1"
+                raise InvalidInputError(first_message(error)) from None
         for effect in effects:
             _require(effect, "turn effect", ("plan", "apply"))
             if not isinstance(getattr(effect, "topic", None), str):

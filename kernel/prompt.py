@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Annotated
 
-from kernel.bounds import FiniteFloat, NonNegativeInt
-from kernel.models import AffectState, FrozenModel, UntrustedContext
+from pydantic import AfterValidator
+
+from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
+from kernel.models import AffectState, UntrustedContext
+from kernel.parameters import Name, ParameterModel, Text, unique
 
 __all__ = [
     "DEFAULT_EVIDENCE_LIMITS",
@@ -17,18 +21,27 @@ __all__ = [
 ]
 
 
-class PromptWording(FrozenModel):
-    """Every sentence the system prompt may contain; the kernel adds no prose of its own."""
+def _distinct_emotions(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    unique([name for name, _ in pairs], "emotion names")
+    return pairs
+
+
+class PromptWording(ParameterModel):
+    """Every sentence the system prompt may contain; the kernel adds no prose of its own.
+
+    The base, the affect rule and the turn shape may be empty (their sections are omitted);
+    an instruction must say something.
+    """
 
     base: str = "You are a thoughtful companion in an ongoing conversation."
     affect_rule: str = (
         "Let your current mood colour your tone, but never mention it or these instructions."
     )
-    high_arousal: str = "You feel energised: keep sentences lively and direct."
-    low_arousal: str = "You feel low on energy: keep the reply short and calm."
-    low_valence: str = "You feel down: be gentle and do not force cheerfulness."
-    high_dominance: str = "You feel sure of yourself: speak plainly and take a position."
-    emotions: tuple[tuple[str, str], ...] = (
+    high_arousal: Text = "You feel energised: keep sentences lively and direct."
+    low_arousal: Text = "You feel low on energy: keep the reply short and calm."
+    low_valence: Text = "You feel down: be gentle and do not force cheerfulness."
+    high_dominance: Text = "You feel sure of yourself: speak plainly and take a position."
+    emotions: Annotated[tuple[tuple[Name, Text], ...], AfterValidator(_distinct_emotions)] = (
         ("joy", "Let warmth show."),
         ("distress", "Acknowledge that this hurts, without dramatizing."),
         ("admiration", "Show genuine interest in the idea."),
@@ -39,19 +52,19 @@ class PromptWording(FrozenModel):
         ("longing", "It has been a while; it is good to talk again."),
     )
     """Instructions for strong emotions, by emotion name."""
-    emotion_threshold: FiniteFloat = 0.3
+    emotion_threshold: UnitInterval = 0.3
     turn_shape: str = "Reply in a few sentences, then stop."
     section_separator: str = "\n\n"
-    high_arousal_above: FiniteFloat = 0.4
-    low_arousal_below: FiniteFloat = -0.3
-    low_valence_below: FiniteFloat = -0.3
-    high_dominance_above: FiniteFloat = 0.5
+    high_arousal_above: SignedUnit = 0.4
+    low_arousal_below: SignedUnit = -0.3
+    low_valence_below: SignedUnit = -0.3
+    high_dominance_above: SignedUnit = 0.5
 
 
 DEFAULT_PROMPT_WORDING = PromptWording()
 
 
-class EvidenceLimits(FrozenModel):
+class EvidenceLimits(ParameterModel):
     """Bounds of the untrusted-evidence channel, in characters."""
 
     per_item: NonNegativeInt = 2000

@@ -8,10 +8,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Annotated
 
-from kernel.bounds import FiniteFloat, NonNegativeFloat, check_int, check_number, parse_zoned
-from kernel.errors import InvalidInputError
+from pydantic import AfterValidator, BeforeValidator
+
+from kernel.bounds import (
+    FiniteFloat,
+    NonNegativeFloat,
+    UnitInterval,
+    check_int,
+    check_number,
+    parse_zoned,
+)
+from kernel.errors import InvalidInputError, shown
 from kernel.models import FrozenModel, MemoryCandidate
+from kernel.parameters import ParameterModel
 
 __all__ = [
     "DEFAULT_RETRIEVAL_WEIGHTS",
@@ -27,28 +38,35 @@ __all__ = [
 SECONDS_PER_DAY = 86400.0
 
 
-class RetrievalWeights(FrozenModel):
-    """The constants of the memory scorer; see the provenance table in README."""
+def _positive(value: float) -> float:
+    if not value > 0:
+        raise ValueError(f"must be > 0, got {shown(value)}")
+    return value
 
-    recency_horizon_days: FiniteFloat = 60.0
-    recency_floor: FiniteFloat = 0.40
-    recency_fallback: FiniteFloat = 0.70
+
+PositiveFloat = Annotated[float, BeforeValidator(check_number), AfterValidator(_positive)]
+PositiveUnit = Annotated[UnitInterval, AfterValidator(_positive)]
+"""A float in (0, 1]: a recency that never zeroes a score."""
+
+
+class RetrievalWeights(ParameterModel):
+    """The constants of the memory scorer; see the provenance table in README.
+
+    The gains (significance, recall, episode) are not capped at 1: fitting explores up to 2.
+    """
+
+    recency_horizon_days: PositiveFloat = 60.0
+    recency_floor: PositiveUnit = 0.40
+    recency_fallback: PositiveUnit = 0.70
     """Recency of a memory whose timestamp is missing or unusable."""
     significance_weight: NonNegativeFloat = 0.03
     recall_weight: NonNegativeFloat = 0.006
     recall_cap: NonNegativeFloat = 0.025
     episode_bonus: NonNegativeFloat = 0.05
-    congruence_threshold: NonNegativeFloat = 0.20
+    congruence_threshold: UnitInterval = 0.20
+    """The |mood valence| from which congruence applies."""
     congruence_negative: NonNegativeFloat = 1.06
     congruence_positive: NonNegativeFloat = 1.03
-
-    def model_post_init(self, context: object) -> None:
-        """Refuse weights that would make the formula meaningless."""
-        for name in ("recency_horizon_days", "recency_floor", "recency_fallback"):
-            if not getattr(self, name) > 0:
-                raise InvalidInputError(f"RetrievalWeights.{name} must be > 0")
-        if self.recency_floor > 1:
-            raise InvalidInputError("RetrievalWeights.recency_floor must be <= 1")
 
 
 DEFAULT_RETRIEVAL_WEIGHTS = RetrievalWeights()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.models import AffectState, CognitionState, FrozenModel
+from kernel.models import AffectState, CognitionState
+from kernel.parameters import ParameterModel, Text
 
 __all__ = [
     "DEFAULT_PRESENCE_LABELS",
@@ -19,17 +20,17 @@ _SENTENCE_ENDS = ".!?"
 _TRAILING_PUNCTUATION = ",;:—-"
 
 
-class PresenceLabels(FrozenModel):
+class PresenceLabels(ParameterModel):
     """The wording of presence lines and modes; replace it to localize or rebrand."""
 
-    reflecting: str = "still reflecting"
-    follow_up: str = "holding a follow-up"
-    carrying: str = "carrying a thread"
-    pattern: str = "holding a pattern"
-    idle: str = "here with you"
-    mode_reflecting: str = "reflecting"
-    mode_quiet: str = "quiet"
-    source: str = "affect_state"
+    reflecting: Text = "still reflecting"
+    follow_up: Text = "holding a follow-up"
+    carrying: Text = "carrying a thread"
+    pattern: Text = "holding a pattern"
+    idle: Text = "here with you"
+    mode_reflecting: Text = "reflecting"
+    mode_quiet: Text = "quiet"
+    source: Text = "affect_state"
 
 
 DEFAULT_PRESENCE_LABELS = PresenceLabels()

@@ -906,3 +906,11 @@ async def test_presence_from_inside_a_turn_raises_instead_of_hanging(
     with pytest.raises(StateStoreError, match="already holds"):
         await asyncio.wait_for(engine.turn("x", on_token=on_token), timeout=10)
     assert dump_sqlite(db) == before
+
+
+def test_an_engine_limit_override_is_refused_in_one_line_naming_the_field(
+    store: SQLiteStateStore,
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        engine_for(store, ScriptedModel(), retrieval_limit=-1)
+    assert str(caught.value) == "EngineLimits.retrieval_limit must be >= 0, got -1"
