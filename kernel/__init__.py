@@ -3,6 +3,8 @@
 Nothing here performs I/O; storage, embeddings and models live in ``plugin``.
 """
 
+from importlib import metadata as _metadata
+
 from kernel.affect import (
     DEFAULT_AFFECT_CONTROLS,
     AffectControls,
@@ -103,6 +105,12 @@ from kernel.surfacing import (
     clean_text,
     presence_line,
 )
+
+try:
+    __version__: str = _metadata.version("affect-memory")
+    """The installed affect-memory version, from package metadata (pyproject's version)."""
+except _metadata.PackageNotFoundError:  # a bare source tree without an installed distribution
+    __version__ = "0+unknown"
 
 __all__ = [
     "BUILTIN_INTENTS",

@@ -195,3 +195,24 @@ def test_importing_kernel_pulls_in_no_storage_model_or_plugin_code() -> None:
     for forbidden in ("chromadb", "sentence_transformers", "sqlite3", "torch", "plugin"):
         assert forbidden not in loaded
         assert not any(name.startswith(forbidden + ".") for name in loaded)
+
+
+def test_kernel_version_is_the_package_version_in_pyproject() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text("utf-8"))
+    assert kernel.__version__ == pyproject["project"]["version"]
+
+
+def test_kernel_version_falls_back_when_the_package_is_not_installed() -> None:
+    # Importing the kernel from a bare source tree (no distribution metadata) must still work.
+    probe = (
+        "import importlib.metadata as m\n"
+        "def missing(name): raise m.PackageNotFoundError(name)\n"
+        "m.version = missing\n"
+        "import kernel; print(kernel.__version__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "0+unknown"
