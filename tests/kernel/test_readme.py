@@ -63,3 +63,18 @@ def test_the_provenance_table_names_every_tunable_constant(model: type[BaseModel
             name.endswith("*") and field.startswith(name[:-1]) for name in names
         )
         assert covered, f"{model.__name__}.{field} is missing from the README provenance table"
+
+
+PARITY = "## Parity with the reference runtime"
+
+
+def test_the_parity_section_explains_each_intended_difference() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"\n{PARITY}\n" in readme, f"README has no '{PARITY}' section"
+    section = readme.split(f"\n{PARITY}\n", 1)[1].split("\n## ", 1)[0]
+    bullets = section.split("\n- ")[1:]
+    for needle in ("max_history", "skip_history_echoes", "whitespace", "max_retrieval_candidates"):
+        matching = [b for b in bullets if needle in b]
+        assert matching, f"the parity section does not cover {needle}"
+        # each difference says what the reference does and why ours differs
+        assert "reference" in matching[0] and "Why:" in matching[0], needle
