@@ -9,29 +9,42 @@ and the appraisal policy on the conversation's committed state, then commits the
 the user message in one store transaction. No model replies, so no assistant message is
 written: the transcript of such a conversation holds user messages only, which is the truth.
 
-Every bad argument comes back as a tool error with one line naming the field and the value;
-nothing is written by a call that fails.
+Every bad argument comes back as a tool error with one line naming the tool, the field and
+the value; nothing is written by a call that fails. Arguments are checked strictly before the
+SDK's lenient validation sees them: an unknown (misspelled) name, a value of another JSON type
+(``"0.5"`` or ``true`` for a number, ``"yes"`` for a boolean), a non-finite number, NUL or
+other control characters in an id, and text without a visible character are refused. Two
+faults never reach the SDK's parser intact, so the stdin reader screens each request first: a
+repeated JSON key (``user_id`` twice would otherwise resolve last-wins) and a lone surrogate
+(which the SDK's parser rejects without any reply) turn a ``tools/call`` into a tool error.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
+import json
 import logging
+import math
+import re
+import secrets
+import sys
+import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
-from kernel.adapters.store_support import check_conversation_id
+from kernel.adapters.store_support import MAX_CONVERSATION_ID_CHARS, check_conversation_id
 from kernel.affect import apply_length_factor, decoding_params, length_factor, mood_octant
 from kernel.bounds import check_number
 from kernel.engine import DEFAULT_APPRAISAL_POLICY, DEFAULT_ENGINE_LIMITS, normalize_intent
-from kernel.errors import AffectMemoryError, InvalidInputError
+from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from kernel.models import AffectState
 from kernel.protocols import AppraisalPolicy, Message, StateStore
 from kernel.surfacing import build_presence_vector
@@ -41,8 +54,10 @@ from plugin.records import DEFAULT_SIGNIFICANCE, parse_record
 from plugin.timestamps import normalize_timestamp
 
 try:
+    import anyio
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.server.stdio import stdio_server
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError(
         "the MCP server needs the 'mcp' extra: pip install -c constraints.txt 'affect-memory[mcp]'"
@@ -72,6 +87,14 @@ BASE_TOKENS = 1024
 """The reply budget ``appraise`` scales by the mood's length factor (the engine's default)."""
 
 MAX_TOP_K = 64
+"""The most memories one ``recall`` returns."""
+
+_REFUSAL_KEY = f"\x00refused-{secrets.token_hex(8)}"
+"""An argument name no client can know: the stdin screen files a request's fault under it."""
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"})
+"""Unicode categories that show nothing by themselves: controls, format marks such as U+200B
+and the BOM, spaces, and combining marks with nothing to combine with."""
 
 
 @dataclass(frozen=True)
@@ -98,10 +121,58 @@ def memory_id(user_id: str, text: str, timestamp: str) -> str:
     return f"mem-{digest.hexdigest()[:32]}"
 
 
-def _text(value: object, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"{name} must be a non-empty string, got {value!r}")
+def _lone_surrogate(text: str) -> int | None:
+    """The 1-based position of the first lone surrogate in ``text``, or None."""
+    for position, character in enumerate(text, start=1):
+        if "\ud800" <= character <= "\udfff":
+            return position
+    return None
+
+
+def _text(value: object, name: str, *, identifier: bool = False) -> str:
+    """``value`` when it is Unicode text with a visible character; ids take no control chars."""
+    position = _lone_surrogate(value) if isinstance(value, str) else None
+    if position is not None:
+        raise InvalidInputError(
+            f"{name} has a lone surrogate at position {position}, which is not Unicode text"
+        )
+    if not isinstance(value, str) or not any(
+        unicodedata.category(character) not in _INVISIBLE for character in value
+    ):
+        raise InvalidInputError(
+            f"{name} must be a non-empty string with a visible character, got {shown(value)}"
+        )
+    if identifier:
+        for position, character in enumerate(value, start=1):
+            if unicodedata.category(character) == "Cc":
+                raise InvalidInputError(
+                    f"{name} must not contain control characters, got U+{ord(character):04X} "
+                    f"at position {position}"
+                )
     return value
+
+
+def _conversation(value: object) -> str:
+    """A conversation id: an identifier of at most 256 characters."""
+    if isinstance(value, str) and len(value) > MAX_CONVERSATION_ID_CHARS:
+        raise InvalidInputError(
+            f"conversation_id must be at most {MAX_CONVERSATION_ID_CHARS} characters, "
+            f"got {shown(value)}"
+        )
+    return check_conversation_id(_text(value, "conversation_id", identifier=True))
+
+
+def _number(value: object, name: str) -> float:
+    """A finite JSON number (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInputError(f"{name} must be a number, got {shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InvalidInputError(f"{name} must be a finite number, got {shown(value)}")
+    return value  # as given, so an error downstream shows 2 rather than 2.0
 
 
 class MemoryTools:
@@ -141,8 +212,16 @@ class MemoryTools:
         episode: bool | None = None,
     ) -> dict[str, Any]:
         """Store one memory; the same user, text and timestamp always give the same id."""
-        user_id = _text(user_id, "user_id")
+        user_id = _text(user_id, "user_id", identifier=True)
         text = _text(text, "text")
+        if timestamp is not None:
+            timestamp = _text(timestamp, "timestamp", identifier=True)
+        if significance is not None:
+            significance = _number(significance, "significance")
+        if emotional_valence is not None:
+            emotional_valence = _number(emotional_valence, "emotional_valence")
+        if episode is not None and not isinstance(episode, bool):
+            raise InvalidInputError(f"episode must be true or false, got {shown(episode)}")
         moment = self._clock() if timestamp is None else timestamp
         stamp = normalize_timestamp(moment, field="timestamp").iso
         ident = memory_id(user_id, text, stamp)
@@ -166,15 +245,20 @@ class MemoryTools:
         try:
             return parse_record(fields, where="remember")
         except RecordError as error:
-            label = f"remember (id {fields['id']!r})"
-            raise type(error)(str(error).replace(label, "remember", 1)) from None
+            message = re.sub(r"^remember \(id [^)]*\)", "remember", str(error), count=1)
+            raise type(error)(message) from None
 
     async def recall(
         self, query: str, user_id: str, top_k: int = 6, mood_valence: float = 0.0
     ) -> dict[str, Any]:
         """The user's memories ranked for ``query``, each with its score breakdown. Read-only."""
         query = _text(query, "query")
-        user_id = _text(user_id, "user_id")
+        user_id = _text(user_id, "user_id", identifier=True)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInputError(
+                f"top_k must be an integer from 1 to {MAX_TOP_K}, got {shown(top_k)}"
+            )
+        mood_valence = _number(mood_valence, "mood_valence")
         try:
             mood_valence = check_number(mood_valence, -1.0, 1.0)
         except ValueError as error:
@@ -187,18 +271,23 @@ class MemoryTools:
         payload: dict[str, Any] = result.to_json()
         return payload
 
-    async def forget(self, ids: Sequence[str], user_id: str | None = None) -> dict[str, Any]:
-        """Delete memories by id (only ``user_id``'s when given); reports the ids removed."""
-        if user_id is not None:
-            user_id = _text(user_id, "user_id")
-        removed = await self._in_thread(lambda: self._memory.forget(ids, user_id=user_id))
+    async def forget(self, ids: Sequence[str], user_id: str) -> dict[str, Any]:
+        """Delete ``user_id``'s memories with these ids; reports the ids removed.
+
+        The user is required: ids are per user, so an unscoped delete is refused.
+        """
+        user_id = _text(user_id, "user_id", identifier=True)
+        if isinstance(ids, str) or not isinstance(ids, Sequence):
+            raise InvalidInputError(f"ids must be a list of memory ids, got {shown(ids)}")
+        wanted = [_text(ident, f"ids[{index}]", identifier=True) for index, ident in enumerate(ids)]
+        removed = await self._in_thread(lambda: self._memory.forget(wanted, user_id=user_id))
         return {"removed": list(removed)}
 
     async def appraise(
         self, conversation_id: str, message: str, intent: str | None = None
     ) -> dict[str, Any]:
         """Gate and appraise ``message``, commit the new state and the message, report both."""
-        check_conversation_id(conversation_id)
+        conversation_id = _conversation(conversation_id)
         message = _text(message, "message")
         cap = DEFAULT_ENGINE_LIMITS.max_message_chars
         if len(message) > cap:
@@ -206,7 +295,7 @@ class MemoryTools:
                 f"message has {len(message):,} characters; the limit is {cap:,}"
             )
         if intent is not None:
-            chosen = normalize_intent(intent)
+            chosen = normalize_intent(_text(intent, "intent", identifier=True))
             gate: dict[str, Any] = {"source": "caller", "confidence": None, "should_retrieve": None}
         else:
             # The gate and the memory share one embedder: one encoding at a time.
@@ -249,7 +338,7 @@ class MemoryTools:
 
     async def presence(self, conversation_id: str) -> dict[str, Any]:
         """The presence payload of the committed state (a fresh state's for a new conversation)."""
-        check_conversation_id(conversation_id)
+        conversation_id = _conversation(conversation_id)
         async with self._store.transaction(conversation_id) as transaction:
             state = await transaction.load_state()
         return build_presence_vector(state or AffectState())
@@ -284,26 +373,234 @@ def _explain(error: ValidationError) -> str:
     field = ".".join(str(part) for part in first["loc"]) or "arguments"
     if first["type"] == "missing":
         return f"{field} is required"
-    shown = repr(first.get("input"))
-    shown = shown if len(shown) <= 80 else shown[:77] + "..."
     message = first["msg"]
-    return f"{field}: {message[:1].lower()}{message[1:]}, got {shown}"
+    return f"{field}: {message[:1].lower()}{message[1:]}, got {shown(first.get('input'))}"
+
+
+_JSON_TYPES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+
+
+def _json_types(schema: dict[str, Any]) -> list[str]:
+    """The JSON types a property's schema admits (``anyOf`` of plain types included)."""
+    if "type" in schema:
+        kind = schema["type"]
+        return list(kind) if isinstance(kind, list) else [kind]
+    return [kind for option in schema.get("anyOf", ()) for kind in _json_types(option)]
+
+
+def _is_json_type(value: object, kind: str) -> bool:
+    """Whether ``value`` is of JSON type ``kind``, strictly: no bool for a number."""
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    return kind == "null" and value is None
+
+
+def _check_value(name: str, value: object, schema: dict[str, Any]) -> None:
+    """Refuse a value of another JSON type than the schema's, a non-finite number or a
+    string holding a lone surrogate."""
+    kinds = _json_types(schema)
+    if kinds and not any(_is_json_type(value, kind) for kind in kinds):
+        named = [kind for kind in kinds if kind != "null"] or kinds  # null means "the default"
+        expected = " or ".join(_JSON_TYPES.get(kind, kind) for kind in named)
+        if kinds[0] == "array" and "type" in schema.get("items", {}):
+            expected = f"a list of {schema['items']['type']}s"
+        raise InvalidInputError(f"{name} must be {expected}, got {shown(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"{name} must be a finite number, got {shown(value)}")
+    if isinstance(value, str):
+        position = _lone_surrogate(value)
+        if position is not None:
+            raise InvalidInputError(
+                f"{name} has a lone surrogate at position {position}, which is not Unicode text"
+            )
+    if isinstance(value, list):
+        items: dict[str, Any] = schema.get("items") or next(
+            (option.get("items", {}) for option in schema.get("anyOf", ()) if "items" in option),
+            {},
+        )
+        for index, item in enumerate(value):
+            _check_value(f"{name}[{index}]", item, items)
+
+
+def check_arguments(name: str, arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+    """Refuse unknown argument names and values the tool's input schema does not admit.
+
+    The SDK validates leniently (``"0.5"`` becomes 0.5, ``"yes"`` True, an unknown name is
+    dropped); a caller's typo must be an error, not a default.
+    """
+    properties: dict[str, Any] = schema.get("properties", {})
+    for key in arguments:
+        if key not in properties:
+            close = difflib.get_close_matches(key, list(properties), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidInputError(
+                f"unknown argument {shown(key)}{hint} (the arguments are {', '.join(properties)})"
+            )
+    for key, value in arguments.items():
+        _check_value(key, value, properties[key])
+
+
+def _one_prefix(name: str, message: str) -> str:
+    """``message`` prefixed with the tool's name exactly once."""
+    for prefix in (f"Error executing tool {name}: ", f"{name}: "):
+        message = message.removeprefix(prefix)
+    return f"{name}: {message}"
 
 
 class _MemoryServer(MCPServer[Any]):
-    """``MCPServer`` whose schema-validation errors are one line, like the tools' own."""
+    """``MCPServer`` with strict arguments, one-line errors and a screened stdin."""
+
+    _schemas: dict[str, dict[str, Any]] | None = None
+
+    async def _schema(self, name: str) -> dict[str, Any] | None:
+        if self._schemas is None:
+            self._schemas = {tool.name: tool.input_schema for tool in await self.list_tools()}
+        return self._schemas.get(name)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        """Call a tool; an argument the schema refuses is reported in one line."""
+        """Call a tool after a strict check of its arguments; every refusal is one line."""
+        if _REFUSAL_KEY in arguments:
+            raise ToolError(_one_prefix(name, str(arguments[_REFUSAL_KEY])))
+        schema = await self._schema(name)
+        if schema is None:
+            return await super().call_tool(name, arguments, context)
+        try:
+            check_arguments(name, arguments, schema)
+        except AffectMemoryError as error:
+            raise ToolError(_one_prefix(name, str(error))) from None
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as error:
-            cause = error.__cause__
-            if isinstance(error, UnexpectedToolError) or not isinstance(cause, ValidationError):
+            if isinstance(error, UnexpectedToolError):
                 raise
-            raise ToolError(f"Error executing tool {name}: {_explain(cause)}") from cause
+            cause = error.__cause__
+            message = _explain(cause) if isinstance(cause, ValidationError) else str(error)
+            raise ToolError(_one_prefix(name, message)) from cause
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio, each incoming line screened by ``screen_line`` first."""
+        async with stdio_server(stdin=cast(Any, _ScreenedStdin())) as (read, write):
+            await self._lowlevel_server.run(
+                read, write, self._lowlevel_server.create_initialization_options()
+            )
+
+
+class _DuplicateKeyError(ValueError):
+    """A JSON object repeats a key."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(key)
+        result[key] = value
+    return result
+
+
+def _first_surrogate(value: Any, path: str) -> str | None:
+    """The path of the first key or string under ``value`` with a lone surrogate."""
+    if isinstance(value, str):
+        return path if _lone_surrogate(value) is not None else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if _lone_surrogate(key) is not None:
+                return f"{path or 'the request'} (a key)"
+            found = _first_surrogate(item, where)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _first_surrogate(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def screen_line(line: str) -> str:
+    """``line`` itself, or for a ``tools/call`` the SDK could not read faithfully a rewrite
+    whose arguments carry only the refusal.
+
+    Python's parser sees what the SDK's cannot: a repeated key (the SDK keeps the last) and a
+    lone surrogate (the SDK drops the line without replying). Other messages pass unchanged.
+    """
+    try:
+        message = json.loads(line, object_pairs_hook=_unique)
+    except _DuplicateKeyError as error:
+        key = shown(error.args[0])
+        return _refusal(line, f"the request repeats the key {key}; JSON keys must be unique")
+    except ValueError:
+        return line  # not JSON: the SDK reports it as before
+    params = message.get("params") if isinstance(message, dict) else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    found = _first_surrogate(arguments, "") if isinstance(arguments, dict) else None
+    found = found or _first_surrogate(message, "")
+    if found is None:
+        return line
+    return _refusal(line, f"{found} has a lone surrogate, which is not Unicode text")
+
+
+def _refusal(line: str, fault: str) -> str:
+    """A ``tools/call`` with the same id and tool whose only argument is ``fault``."""
+    message = json.loads(line)  # last-wins, as the SDK would have read it
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return line
+    ident = message.get("id")
+    if (
+        isinstance(ident, bool)
+        or not isinstance(ident, int | str)
+        or (isinstance(ident, str) and _lone_surrogate(ident) is not None)
+    ):
+        return line
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    if not isinstance(name, str) or _lone_surrogate(name) is not None:
+        name = "tools/call"
+    rewritten = {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": {_REFUSAL_KEY: fault}},
+    }
+    return json.dumps(rewritten) + "\n"
+
+
+class _ScreenedStdin:
+    """The process's stdin as UTF-8 lines, each passed through the screens."""
+
+    def __init__(self) -> None:
+        self._lines = anyio.wrap_file(sys.stdin.buffer)
+
+    def __aiter__(self) -> _ScreenedStdin:
+        return self
+
+    async def __anext__(self) -> str:
+        raw = await self._lines.readline()
+        if not raw:
+            raise StopAsyncIteration
+        line = raw.decode("utf-8", errors="replace")
+        return screen_line(line)
 
 
 class _Slot:
@@ -347,7 +644,8 @@ def build_server(
         SERVER_NAME,
         instructions=(
             "Affect-aware long-term memory. remember stores a memory for a user; recall ranks a "
-            "user's memories for a query with the score breakdown; forget deletes by id; "
+            "user's memories for a query with the score breakdown; forget deletes a user's "
+            "memories by id; "
             "appraise commits one user message's appraisal to a conversation's affect state; "
             "presence reports a conversation's committed affect."
         ),
@@ -399,10 +697,10 @@ def build_server(
     async def forget(
         ids: Annotated[list[str], Field(description="Memory ids to delete.")],
         user_id: Annotated[
-            str | None, Field(description="Only delete memories of this user.")
-        ] = None,
+            str, Field(description="Whose memories; ids are per user, so it is required.")
+        ],
     ) -> dict[str, Any]:
-        """Delete memories by id and return the ids that were removed."""
+        """Delete a user's memories by id and return the ids that were removed."""
         return await slot.run(lambda t: t.forget(ids, user_id))
 
     @server.tool()

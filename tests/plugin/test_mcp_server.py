@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import sqlite3
+import subprocess
 import sys
 import threading
+import time
 from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -170,7 +173,7 @@ def test_the_five_tools_are_listed_with_their_input_schemas(client: McpClient) -
             {"text", "user_id", "timestamp", "significance", "emotional_valence", "episode"},
         ),
         "recall": ({"query", "user_id"}, {"query", "user_id", "top_k", "mood_valence"}),
-        "forget": ({"ids"}, {"ids", "user_id"}),
+        "forget": ({"ids", "user_id"}, {"ids", "user_id"}),
         "appraise": ({"conversation_id", "message"}, {"conversation_id", "message", "intent"}),
         "presence": ({"conversation_id"}, {"conversation_id"}),
     }
@@ -286,7 +289,7 @@ def test_appraise_commits_and_presence_reflects_it(client: McpClient, data_dir: 
     assert client.ok("presence", {"conversation_id": "other"}) == fresh
 
 
-def test_forget_removes_only_what_exists(client: McpClient) -> None:
+def test_forget_removes_only_what_exists_and_only_for_the_user_named(client: McpClient) -> None:
     stored = client.ok(
         "remember",
         {
@@ -295,9 +298,11 @@ def test_forget_removes_only_what_exists(client: McpClient) -> None:
             "timestamp": "2026-01-01T00:00:00Z",
         },
     )
+    assert client.error("forget", {"ids": [stored["id"]]}) == "forget: user_id is required"
     assert client.ok("forget", {"ids": [stored["id"]], "user_id": "dave"}) == {"removed": []}
-    assert client.ok("forget", {"ids": [stored["id"], "mem-nope"]}) == {"removed": [stored["id"]]}
-    assert client.ok("forget", {"ids": [stored["id"]]}) == {"removed": []}
+    gone = client.ok("forget", {"ids": [stored["id"], "mem-nope"], "user_id": "carol"})
+    assert gone == {"removed": [stored["id"]]}
+    assert client.ok("forget", {"ids": [stored["id"]], "user_id": "carol"}) == {"removed": []}
     assert client.ok("recall", {"query": "cello", "user_id": "carol"})["results"] == []
 
 
@@ -335,8 +340,9 @@ def test_forget_removes_only_what_exists(client: McpClient) -> None:
             "recall: mood_valence must be within [-1, 1], got 5",
         ),
         ("recall", {"query": "", "user_id": "alice"}, "query must be a non-empty string"),
-        ("forget", {"ids": "mem-1"}, "ids"),
-        ("forget", {"ids": [""]}, "ids[0] must be a non-empty string"),
+        ("forget", {"ids": "mem-1", "user_id": "alice"}, "ids"),
+        ("forget", {"ids": [""], "user_id": "alice"}, "ids[0] must be a non-empty string"),
+        ("forget", {"ids": ["mem-1"]}, "forget: user_id is required"),
         (
             "appraise",
             {"conversation_id": "c-bad", "message": "hi", "intent": "GLEE"},
@@ -363,3 +369,353 @@ def test_bad_calls_are_one_line_tool_errors_and_write_nothing(
     assert all(hit["text"] != "hello" for hit in recalled), "a refused remember wrote a memory"
     # The server still answers after the refusal.
     assert client.ok("presence", {"conversation_id": "c-bad"})["source"] == "affect_state"
+
+
+def _stored_texts(client: McpClient, user_id: str, query: str = "hello") -> set[str]:
+    found = client.ok("recall", {"query": query, "user_id": user_id, "top_k": 64})["results"]
+    return {hit["text"] for hit in found}
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        (
+            "remember",
+            {"text": "typo test", "user_id": "erin", "signifcance": 0.9},
+            "remember: unknown argument 'signifcance'; did you mean 'significance'? "
+            "(the arguments are text, user_id, timestamp, significance, emotional_valence, "
+            "episode)",
+        ),
+        (
+            "recall",
+            {"query": "typo test", "user_id": "erin", "topk": 1},
+            "recall: unknown argument 'topk'; did you mean 'top_k'?",
+        ),
+        ("forget", {"ids": ["mem-1"], "user_id": "erin", "all": True}, "unknown argument 'all'"),
+        (
+            "appraise",
+            {"conversation_id": "c-strict", "message": "hi", "intnet": "CASUAL"},
+            "appraise: unknown argument 'intnet'; did you mean 'intent'?",
+        ),
+        ("presence", {"conversation_id": "c-strict", "verbose": True}, "unknown argument"),
+    ],
+)
+def test_unknown_or_misspelled_arguments_are_refused(
+    client: McpClient, data_dir: Path, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    message = client.error(tool, arguments)
+    assert message.startswith(f"{tool}: ")
+    assert expected in message
+    assert "typo test" not in _stored_texts(client, "erin", "typo test")
+    assert _transcript(data_dir, "c-strict") == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("remember", {"significance": True}, "remember: significance must be a number, got True"),
+        ("remember", {"significance": "0.5"}, "remember: significance must be a number, got '0.5'"),
+        ("remember", {"emotional_valence": False}, "emotional_valence must be a number, got False"),
+        ("remember", {"episode": "yes"}, "remember: episode must be true or false, got 'yes'"),
+        ("remember", {"episode": 1}, "episode must be true or false, got 1"),
+        ("remember", {"text": 5}, "remember: text must be a string, got 5"),
+        ("remember", {"user_id": ["alice"]}, "user_id must be a string, got ['alice']"),
+        ("remember", {"timestamp": 1767225600}, "timestamp must be a string, got 1767225600"),
+        ("recall", {"top_k": "6"}, "recall: top_k must be an integer, got '6'"),
+        ("recall", {"top_k": 6.5}, "top_k must be an integer, got 6.5"),
+        ("recall", {"top_k": True}, "top_k must be an integer, got True"),
+        ("recall", {"top_k": 65}, "recall: top_k must be an integer from 1 to 64, got 65"),
+        ("recall", {"mood_valence": "0.1"}, "mood_valence must be a number, got '0.1'"),
+        ("forget", {"ids": [1]}, "forget: ids[0] must be a string, got 1"),
+        ("forget", {"ids": "mem-1"}, "forget: ids must be a list of strings, got 'mem-1'"),
+        ("appraise", {"intent": 3}, "appraise: intent must be a string, got 3"),
+    ],
+)
+def test_types_are_not_coerced(
+    client: McpClient, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    base: dict[str, dict[str, Any]] = {
+        "remember": {"text": "coercion test", "user_id": "frank"},
+        "recall": {"query": "coercion test", "user_id": "frank"},
+        "forget": {"ids": ["mem-1"], "user_id": "frank"},
+        "appraise": {"conversation_id": "c-coerce", "message": "hello"},
+    }
+    message = client.error(tool, {**base[tool], **arguments})
+    assert message.startswith(f"{tool}: ")
+    assert expected in message
+    assert _stored_texts(client, "frank", "coercion test") == set()
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("remember", {"user_id": "alice\x00"}, "user_id must not contain control characters, got "),
+        ("remember", {"user_id": "al\x1bice"}, "U+001B at position 3"),
+        ("remember", {"timestamp": "2026-01-01T00:00:00Z\x00"}, "timestamp must not contain"),
+        ("recall", {"user_id": "\x00"}, "recall: user_id must be a non-empty string with a"),
+        ("forget", {"ids": ["mem-1\x00"]}, "forget: ids[0] must not contain control characters"),
+        ("appraise", {"conversation_id": "c\x00nul"}, "conversation_id must not contain control"),
+        ("presence", {"conversation_id": "c\x00nul"}, "presence: conversation_id must not"),
+        (
+            "remember",
+            {"text": "\u200b"},
+            "remember: text must be a non-empty string with a visible",
+        ),
+        (
+            "remember",
+            {"text": "\ufeff"},
+            "text must be a non-empty string with a visible character",
+        ),
+        ("remember", {"user_id": "\u2060\u200d"}, "user_id must be a non-empty string with a"),
+        ("recall", {"query": "\ufeff\u200b "}, "recall: query must be a non-empty string"),
+        ("appraise", {"message": "\u200b"}, "appraise: message must be a non-empty string with"),
+        ("appraise", {"conversation_id": "\ufeff"}, "conversation_id must be a non-empty string"),
+    ],
+)
+def test_nul_in_ids_and_content_free_text_are_refused(
+    client: McpClient, data_dir: Path, tool: str, arguments: dict[str, Any], expected: str
+) -> None:
+    base: dict[str, dict[str, Any]] = {
+        "remember": {"text": "control test", "user_id": "gina"},
+        "recall": {"query": "control test", "user_id": "gina"},
+        "forget": {"ids": ["mem-1"], "user_id": "gina"},
+        "appraise": {"conversation_id": "c-control", "message": "hello"},
+        "presence": {"conversation_id": "c-control"},
+    }
+    message = client.error(tool, {**base[tool], **arguments})
+    assert expected in message
+    assert message.startswith(f"{tool}: ") and message.count(f"{tool}:") == 1
+    assert _stored_texts(client, "gina", "control test") == set()
+    assert _transcript(data_dir, "c-control") == []
+
+
+def test_errors_name_the_tool_once_and_cut_long_values(client: McpClient) -> None:
+    message = client.error("remember", {"text": "hello", "user_id": "alice", "significance": 2})
+    assert message.startswith("remember: significance must be within [0, 1], got 2")
+    assert message.count("remember") == 1
+    huge = client.error(
+        "remember", {"text": "hello", "user_id": "alice", "significance": "9" * 100_000}
+    )
+    assert huge.startswith("remember: significance must be a number, got '999")
+    assert huge.endswith("(100000 characters)") or huge.endswith("(100,000 characters)")
+    assert len(huge) < 400
+    nul = client.error("recall", {"query": "hello", "user_id": "x" * 100_000 + "\x00"})
+    assert len(nul) < 400
+    assert "Error executing tool" not in message + huge + nul
+
+
+# -- raw JSON-RPC over the server's stdin: what the SDK client cannot send ------------------------
+
+
+class RawMcp:
+    """``affect-memory mcp`` fed hand-written JSON-RPC lines; replies are read by id."""
+
+    def __init__(self, data_dir: Path) -> None:
+        env = {
+            key: os.environ[key]
+            for key in ("PYTHONPATH", "HF_HOME", "TMPDIR", "VIRTUAL_ENV", "PATH")
+            if key in os.environ
+        }
+        env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
+        self._errlog = (data_dir / "raw-server-stderr.log").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "plugin.cli", "mcp", "--data-dir", str(data_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errlog,
+            cwd=ROOT,
+            env=env,
+        )
+        self._next_id = 0
+        self._buffer = b""
+
+    def send(self, line: str | bytes) -> None:
+        """Write one line (a newline is added)."""
+        assert self.process.stdin is not None
+        data = line.encode() if isinstance(line, str) else line
+        self.process.stdin.write(data + b"\n")
+        self.process.stdin.flush()
+
+    def reply(self, ident: int, timeout: float) -> dict[str, Any]:
+        """The response to request ``ident``; fails when none comes within ``timeout``."""
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                message = json.loads(line)
+                if message.get("id") == ident:
+                    return dict(message)
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
+            if not ready:
+                pytest.fail(f"no reply to request {ident} within {timeout:.0f} s")
+            chunk = os.read(self.process.stdout.fileno(), 65536)
+            if not chunk:
+                pytest.fail(f"the server closed stdout before replying to request {ident}")
+            self._buffer += chunk
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> Any:
+        """Send a well-formed request and return its reply."""
+        self._next_id += 1
+        payload = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        self.send(json.dumps(payload))
+        return self.reply(self._next_id, timeout)
+
+    def raw_call(self, arguments_json: str, name: str = "remember") -> dict[str, Any]:
+        """A tools/call whose arguments object is written by hand; its result."""
+        self._next_id += 1
+        self.send(
+            f'{{"jsonrpc": "2.0", "id": {self._next_id}, "method": "tools/call", '
+            f'"params": {{"name": "{name}", "arguments": {arguments_json}}}}}'
+        )
+        reply = self.reply(self._next_id, 60.0)
+        assert "result" in reply, reply
+        return dict(reply["result"])
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A well-formed tools/call; its result."""
+        reply = self.request("tools/call", {"name": name, "arguments": arguments})
+        return dict(reply["result"])
+
+    def close(self) -> None:
+        """Close stdin, which ends the server, and wait for it."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._errlog.close()
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RawMcp]:
+    """A second server, on its own data directory, initialized by hand."""
+    server = RawMcp(tmp_path_factory.mktemp("mcp-raw"))
+    try:
+        hello = server.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+            timeout=START_TIMEOUT,
+        )
+        assert "result" in hello, hello
+        server.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        yield server
+    finally:
+        server.close()
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    assert result.get("isError") is True, result
+    [content] = result["content"]
+    assert "\n" not in content["text"]
+    return str(content["text"])
+
+
+def _raw_texts(raw: RawMcp, user_id: str) -> set[str]:
+    result = raw.call("recall", {"query": "hello", "user_id": user_id, "top_k": 64})
+    assert result.get("isError") is not True, result
+    return {hit["text"] for hit in result["structuredContent"]["results"]}
+
+
+@pytest.mark.parametrize(
+    ("arguments_json", "expected"),
+    [
+        (
+            '{"text": "hello dup", "user_id": "ivy", "user_id": "mallory"}',
+            "remember: the request repeats the key 'user_id'; JSON keys must be unique",
+        ),
+        (
+            '{"text": "hello dup", "text": "hello other", "user_id": "ivy"}',
+            "remember: the request repeats the key 'text'",
+        ),
+        (
+            '{"text": "hello dup", "user_id": "ivy", "significance": 0.1, "significance": 0.9}',
+            "the request repeats the key 'significance'",
+        ),
+    ],
+)
+def test_duplicate_json_keys_are_refused_not_resolved_last_wins(
+    raw: RawMcp, arguments_json: str, expected: str
+) -> None:
+    message = _error_text(raw.raw_call(arguments_json))
+    assert message.startswith("remember: ") and expected in message
+    assert _raw_texts(raw, "ivy") == set()
+    assert _raw_texts(raw, "mallory") == set()
+
+
+def test_a_duplicate_key_in_the_envelope_is_refused_too(raw: RawMcp) -> None:
+    raw.send(
+        '{"jsonrpc": "2.0", "id": 9001, "method": "tools/call", "params": {"name": "forget", '
+        '"name": "remember", "arguments": {"text": "hello envelope", "user_id": "ivy"}}}'
+    )
+    reply = raw.reply(9001, 60.0)
+    assert _error_text(reply["result"]) == (
+        "remember: the request repeats the key 'name'; JSON keys must be unique"
+    )
+    assert _raw_texts(raw, "ivy") == set()
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments_json", "expected"),
+    [
+        (
+            "remember",
+            '{"text": "hello \\ud800 there", "user_id": "judy"}',
+            "remember: text has a lone surrogate, which is not Unicode text",
+        ),
+        (
+            "remember",
+            '{"text": "hello there", "user_id": "ju\\udfffdy"}',
+            "remember: user_id has a lone surrogate",
+        ),
+        (
+            "recall",
+            '{"query": "\\udc00", "user_id": "judy"}',
+            "recall: query has a lone surrogate",
+        ),
+        (
+            "forget",
+            '{"ids": ["mem-\\ud83d"], "user_id": "judy"}',
+            "forget: ids[0] has a lone surrogate",
+        ),
+        (
+            "remember",
+            '{"text": "hello there", "user_id": "judy", "\\ud800": 1}',
+            "remember: the request (a key) has a lone surrogate",
+        ),
+    ],
+)
+def test_a_lone_surrogate_gets_a_one_line_tool_error(
+    raw: RawMcp, name: str, arguments_json: str, expected: str
+) -> None:
+    message = _error_text(raw.raw_call(arguments_json, name=name))
+    assert message.startswith(f"{name}: ") and expected in message
+    assert _raw_texts(raw, "judy") == set()
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_refused(raw: RawMcp, number: str) -> None:
+    remembered = raw.raw_call(
+        f'{{"text": "hello nan", "user_id": "kim", "significance": {number}}}'
+    )
+    assert _error_text(remembered).startswith("remember: significance must be a finite number, got")
+    recalled = raw.raw_call(
+        f'{{"query": "hello", "user_id": "kim", "mood_valence": {number}}}', name="recall"
+    )
+    assert _error_text(recalled).startswith("recall: mood_valence must be a finite number, got")
+    assert _raw_texts(raw, "kim") == set()
+
+
+def test_a_well_formed_call_still_works_after_the_refusals(raw: RawMcp) -> None:
+    stored = raw.call("remember", {"text": "hello, a proper memory", "user_id": "lee"})
+    assert stored.get("isError") is not True, stored
+    assert _raw_texts(raw, "lee") == {"hello, a proper memory"}
+    a_pair = raw.call("remember", {"text": "hello \U0001f600 emoji", "user_id": "lee"})
+    assert a_pair.get("isError") is not True, "a real surrogate pair (an emoji) is fine"
