@@ -179,7 +179,7 @@ async def _converse(
                 user_id=user_id,
             )
             print(
-                f"chatting as {user_id!r} in {conversation_id!r} with {model.model} at "
+                f"chatting as {shown(user_id)} in {shown(conversation_id)} with {model.model} at "
                 f"{model.base_url}; end with /quit or Ctrl-D",
                 file=err,
                 flush=True,

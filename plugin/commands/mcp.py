@@ -37,12 +37,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin."""
+    from kernel.errors import shown
     from plugin.chroma_client import parse_location
     from plugin.errors import StoreError
 
     if args.chroma is not None and parse_location(args.chroma).kind != "http":
         raise StoreError(
-            f"--chroma takes a server URL such as http://127.0.0.1:8000, got {args.chroma!r} "
+            f"--chroma takes a server URL such as http://127.0.0.1:8000, got {shown(args.chroma)} "
             "(use --data-dir for an embedded store)"
         )
     logging.basicConfig(
