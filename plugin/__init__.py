@@ -1,7 +1,6 @@
 """affect-memory plugin."""
 
-from importlib.metadata import PackageNotFoundError, version
-
+from kernel import __version__
 from plugin.chroma_memory import ChromaMemory
 from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.records import MemoryRecord
@@ -14,9 +13,3 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "__version__",
 ]
-
-try:
-    __version__: str = version("affect-memory")
-    """The installed distribution's version (one number for kernel, plugin and the CLI)."""
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"

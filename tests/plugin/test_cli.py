@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import kernel
 import plugin
 from kernel.errors import InvalidInputError
 from plugin.cli import MAX_ERROR_CHARS, error_line, main
@@ -24,7 +25,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_version_is_the_distributions_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     installed = version("affect-memory")
-    assert plugin.__version__ == installed
+    assert plugin.__version__ == kernel.__version__ == installed
     with pytest.raises(SystemExit) as exited:
         main(["--version"])
     assert exited.value.code == 0
