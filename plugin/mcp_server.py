@@ -587,7 +587,11 @@ def _refusal(line: str, fault: str) -> str:
 
 
 class _ScreenedStdin:
-    """The process's stdin as UTF-8 lines, each passed through the screens."""
+    """The process's stdin as UTF-8 lines, each passed through ``screen_line``.
+
+    Given its own stdin, the SDK leaves fd 0 as it is (it would otherwise point it at the null
+    device); nothing this server runs reads standard input.
+    """
 
     def __init__(self) -> None:
         self._lines = anyio.wrap_file(sys.stdin.buffer)
