@@ -7,7 +7,11 @@ for ``timespec="microseconds"``); the epoch is that instant in seconds, derived 
 canonical text. The text is authoritative: a float64 epoch holds every microsecond until
 about 2255 and is within a few microseconds after that, enough for recency in days.
 Naive, unparsable, non-finite or out-of-range values (years outside 1970-9999 in UTC)
-raise ``TimestampError``.
+raise ``TimestampError``, and so do strings with anything but printable ASCII (Python's
+``fromisoformat`` would read ``'...Z\x00'`` as a timestamp) and zoned ``datetime``s whose wall
+clock does not exist in their zone (a daylight-saving gap such as 02:30 on the night clocks
+jump from 02:00 to 03:00): Python silently shifts those by the gap, so the instant stored would
+not be the one written.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from numbers import Real
 
+from kernel.errors import shown
 from plugin.errors import TimestampError
 
 __all__ = [
@@ -56,19 +61,36 @@ def _from_moment(moment: datetime, label: str, value: object) -> NormalizedTimes
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise TimestampError(
             f"{label} must carry a UTC offset or 'Z' (naive timestamps are ambiguous), "
-            f"got {value!r}"
+            f"got {shown(value)}"
         )
     try:
         utc = moment.astimezone(UTC)
     except OverflowError:
         raise TimestampError(
-            f"{label} is outside the years {MIN_YEAR}-9999, got {value!r}"
+            f"{label} is outside the years {MIN_YEAR}-9999, got {shown(value)}"
         ) from None
     if utc.year < MIN_YEAR:
-        raise TimestampError(f"{label} is outside the years {MIN_YEAR}-9999, got {value!r}")
+        raise TimestampError(f"{label} is outside the years {MIN_YEAR}-9999, got {shown(value)}")
+    _check_wall_clock_exists(moment, utc, label, value)
     delta = utc - _EPOCH
     epoch = delta / timedelta(seconds=1)
     return NormalizedTimestamp(utc.isoformat(timespec="microseconds"), epoch, utc)
+
+
+def _check_wall_clock_exists(
+    moment: datetime, utc: datetime, label: str, value: object
+) -> None:
+    """Refuse a local time its zone skips: the round trip through UTC must give it back."""
+    try:
+        back = utc.astimezone(moment.tzinfo)
+    except OverflowError:  # the far edges of the range; fixed offsets cannot have gaps
+        return
+    if back.replace(tzinfo=None, fold=0) != moment.replace(tzinfo=None, fold=0):
+        raise TimestampError(
+            f"{label} does not exist in its time zone {moment.tzinfo} (a daylight-saving "
+            f"gap: the clocks skip it, and {moment.replace(tzinfo=None).isoformat()} there "
+            f"would be stored as {back.isoformat()}), got {shown(value)}"
+        )
 
 
 def normalize_timestamp(
@@ -80,28 +102,33 @@ def normalize_timestamp(
         return _from_moment(value, label, value)
     if isinstance(value, str):
         try:
+            if not (value.isascii() and value.isprintable()):
+                raise ValueError("not printable ASCII")
             moment = datetime.fromisoformat(value)
         except ValueError:
             raise TimestampError(
-                f"{label} is not an ISO-8601 timestamp, got {value!r} "
+                f"{label} is not an ISO-8601 timestamp, got {shown(value)} "
                 "(expected e.g. '2026-01-02T03:04:05Z' or '2026-01-02T04:04:05+01:00')"
             ) from None
         return _from_moment(moment, label, value)
     if isinstance(value, Real) and not isinstance(value, bool):
         seconds = float(value)
         if not math.isfinite(seconds):
-            raise TimestampError(f"{label} must be finite epoch seconds, got {value!r}")
+            raise TimestampError(f"{label} must be finite epoch seconds, got {shown(value)}")
         if not 0.0 <= seconds <= MAX_EPOCH:
-            raise TimestampError(f"{label} is outside the years {MIN_YEAR}-9999, got {value!r}")
+            raise TimestampError(
+                f"{label} is outside the years {MIN_YEAR}-9999, got {shown(value)}"
+            )
         try:
             moment = _EPOCH + timedelta(seconds=seconds)
         except OverflowError:
             raise TimestampError(
-                f"{label} is outside the years {MIN_YEAR}-9999, got {value!r}"
+                f"{label} is outside the years {MIN_YEAR}-9999, got {shown(value)}"
             ) from None
         return _from_moment(moment, label, value)
     raise TimestampError(
-        f"{label} must be a zoned ISO-8601 string, a zoned datetime or epoch seconds, got {value!r}"
+        f"{label} must be a zoned ISO-8601 string, a zoned datetime or epoch seconds, "
+        f"got {shown(value)}"
     )
 
 
