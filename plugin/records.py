@@ -2,7 +2,11 @@
 
 A record is checked whole when it is built: every timestamp is normalized to canonical UTC
 ISO (see ``plugin.timestamps``) and custom metadata is limited to scalars under ``extra``,
-where no key may shadow a field the plugin relies on (``user_id`` above all).
+where no key may shadow a field the plugin relies on (``user_id`` above all). Everything
+Chroma would refuse later is refused here first, so a batch is accepted or refused whole:
+lone surrogates anywhere (Chroma cannot encode them as UTF-8), NUL in ids, metadata keys
+starting with ``$`` or ``#`` (Chroma's operators and ``#document``/``#embedding``), and numbers
+that would not read back as written (``recall_count`` above 2**53 - 1, ints beyond int64).
 """
 
 from __future__ import annotations
@@ -11,20 +15,39 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
+from kernel.errors import shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel
 from plugin.errors import RecordError, TimestampError
 from plugin.timestamps import normalize_timestamp
 
 __all__ = [
     "DEFAULT_SIGNIFICANCE",
+    "MAX_EXTRA_KEYS",
+    "MAX_EXTRA_KEY_CHARS",
+    "MAX_EXTRA_STRING_CHARS",
     "MAX_ID_CHARS",
+    "MAX_PROBLEMS_SHOWN",
+    "MAX_RECALL_COUNT",
     "RESERVED_KEYS",
     "ExtraValue",
     "MemoryRecord",
+    "check_identifier",
+    "check_text",
+    "explain_error",
     "parse_record",
+    "problems_message",
+    "record_problems",
     "validate_records",
 ]
 
@@ -32,7 +55,25 @@ DEFAULT_SIGNIFICANCE = 0.5
 """Significance of a record that gives none: the middle of [0, 1], neither minor nor vital."""
 
 MAX_ID_CHARS = 512
-"""Longest memory id accepted; ids are keys, not content."""
+"""Longest memory or user id accepted; ids are keys, not content."""
+
+MAX_RECALL_COUNT = 2**53 - 1
+"""Largest ``recall_count``: exact as an int64 in Chroma, as a float64 and in every JSON reader.
+
+Turn writes stop counting there, so a count can never grow into one Chroma turns into a float.
+"""
+
+MAX_EXTRA_KEYS = 32
+"""Most custom metadata keys per record (``extra``); metadata is for filtering, not payload."""
+
+MAX_EXTRA_KEY_CHARS = 64
+"""Longest custom metadata key."""
+
+MAX_EXTRA_STRING_CHARS = MAX_TEXT_CHARS
+"""Longest custom metadata string value (as long as a memory's text, 4,096 characters)."""
+
+MAX_PROBLEMS_SHOWN = 20
+"""Problems one batch error lists before it says how many more there are."""
 
 RESERVED_KEYS = frozenset(
     {
@@ -57,45 +98,135 @@ RESERVED_KEYS = frozenset(
 ExtraValue = str | int | float | bool
 """A custom metadata value: one scalar (Chroma also refuses None, dicts and numpy scalars)."""
 
-_INT64 = 2**63
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_text(value: str) -> str:
+    """``value`` unless it holds a lone surrogate, which no UTF-8 store can hold."""
+    if _has_lone_surrogate(value):
+        raise ValueError(
+            f"must be valid Unicode text (it holds a lone surrogate, which cannot be stored as "
+            f"UTF-8), got {shown(value)}"
+        )
+    return value
+
+
+def check_identifier(value: object, field: str | None = None) -> str:
+    """A non-empty id or user id of at most 512 characters, without NUL or lone surrogates.
+
+    The ``ValueError`` starts with ``field`` when given (pydantic validators pass none: the
+    error's location names the field).
+    """
+    label = f"{field} " if field else ""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{label}must be a non-empty string, got {shown(value)}")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{label}must be at most {MAX_ID_CHARS} characters, got {shown(value)}")
+    if "\x00" in value:
+        raise ValueError(f"{label}must not contain NUL characters, got {shown(value)}")
+    if _has_lone_surrogate(value):
+        raise ValueError(
+            f"{label}must be valid Unicode (it holds a lone surrogate), got {shown(value)}"
+        )
+    return value
+
+
+def _identifier_rules(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"must not contain NUL characters, got {shown(value)}")
+    return value
+
+
+def _unicode_first(value: object) -> object:
+    """Name a lone surrogate before pydantic's strict string check reports it as raw data."""
+    if isinstance(value, str):
+        check_text(value)
+    return value
 
 
 def _canonical(field: str) -> BeforeValidator:
     return BeforeValidator(lambda value: normalize_timestamp(value, field=field).iso)
 
 
-Identifier = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS)]
+def _bounded_count(value: int) -> int:
+    if value > MAX_RECALL_COUNT:
+        raise ValueError(
+            f"must be at most {MAX_RECALL_COUNT:,} (2**53 - 1, the largest count that reads "
+            f"back exactly everywhere), got {shown(value)}"
+        )
+    return value
+
+
+Identifier = Annotated[
+    str,
+    StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS),
+    AfterValidator(_identifier_rules),
+    BeforeValidator(_unicode_first),
+]
 CanonicalTimestamp = Annotated[str, _canonical("timestamp")]
 CanonicalRecalledAt = Annotated[str, _canonical("last_recalled_at")]
+RecallCount = Annotated[NonNegativeInt, AfterValidator(_bounded_count)]
 
 
 def _check_extra_value(key: str, value: object) -> ExtraValue:
-    if isinstance(value, bool | str):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_EXTRA_STRING_CHARS:
+            raise ValueError(
+                f"key {key!r} must be at most {MAX_EXTRA_STRING_CHARS:,} characters, "
+                f"got {shown(value)}"
+            )
+        if _has_lone_surrogate(value):
+            raise ValueError(f"key {key!r} holds a lone surrogate, got {shown(value)}")
         return value
     if type(value) is int:
-        if not -_INT64 <= value < _INT64:
-            raise ValueError(f"key {key!r} must fit in 64 bits, got {value!r}")
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise ValueError(f"key {key!r} must fit in 64 bits, got {shown(value)}")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ValueError(f"key {key!r} must be finite, got {value!r}")
+            raise ValueError(f"key {key!r} must be finite, got {shown(value)}")
         return float(value)  # a numpy float64 is a float subclass; Chroma wants a plain one
-    raise ValueError(f"key {key!r} must be a str, int, float or bool, got {value!r}")
+    raise ValueError(f"key {key!r} must be a str, int, float or bool, got {shown(value)}")
+
+
+def _check_extra_key(key: object) -> str:
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_EXTRA_KEY_CHARS:
+        raise ValueError(
+            f"keys must be 1-{MAX_EXTRA_KEY_CHARS} character strings, got {shown(key)}"
+        )
+    if key in RESERVED_KEYS or key.startswith("chroma:"):
+        raise ValueError(
+            f"key {key!r} is reserved by affect-memory and cannot be overridden "
+            "(set the record's own field instead)"
+        )
+    if key[0] in "$#":
+        raise ValueError(
+            f"key {key!r} starts with {key[0]!r}, which Chroma reserves for its operators "
+            "and fields ($and, #document, ...)"
+        )
+    if "\x00" in key or _has_lone_surrogate(key):
+        raise ValueError(f"key {shown(key)} must be text without NUL or lone surrogates")
+    return key
 
 
 def _check_extra(value: object) -> dict[str, ExtraValue]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"must be a mapping of scalar metadata, got {value!r}")
+        raise ValueError(f"must be a mapping of scalar metadata, got {shown(value)}")
+    if len(value) > MAX_EXTRA_KEYS:
+        raise ValueError(f"may hold at most {MAX_EXTRA_KEYS} keys, got {len(value):,}")
     checked: dict[str, ExtraValue] = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not 1 <= len(key) <= 128:
-            raise ValueError(f"keys must be 1-128 character strings, got {key!r}")
-        if key in RESERVED_KEYS or key.startswith("chroma:"):
-            raise ValueError(
-                f"key {key!r} is reserved by affect-memory and cannot be overridden "
-                "(set the record's own field instead)"
-            )
-        checked[key] = _check_extra_value(key, item)
+        checked[_check_extra_key(key)] = _check_extra_value(key, item)
     return checked
 
 
@@ -103,13 +234,17 @@ class MemoryRecord(FrozenModel):
     """One memory to store: its text, owner, time, affect features and scalar metadata."""
 
     id: Identifier
-    text: Annotated[str, StringConstraints(strict=True, max_length=MAX_TEXT_CHARS)]
+    text: Annotated[
+        str,
+        StringConstraints(strict=True, max_length=MAX_TEXT_CHARS),
+        BeforeValidator(_unicode_first),
+    ]
     user_id: Identifier
     timestamp: CanonicalTimestamp
     significance: UnitInterval = DEFAULT_SIGNIFICANCE
     episode: bool = Field(default=False, strict=True)
     emotional_valence: SignedUnit = 0.0
-    recall_count: NonNegativeInt = 0
+    recall_count: RecallCount = 0
     agent_id: Identifier | None = None
     conversation_id: Identifier | None = None
     last_recalled_at: CanonicalRecalledAt | None = None
@@ -121,7 +256,7 @@ class MemoryRecord(FrozenModel):
     @classmethod
     def _text_not_blank(cls, value: str) -> str:
         if not value.strip():
-            raise ValueError(f"must not be empty or blank, got {value!r}")
+            raise ValueError(f"must not be empty or blank, got {shown(value)}")
         return value
 
     @property
@@ -176,62 +311,116 @@ class MemoryRecord(FrozenModel):
         return cls.model_validate({"id": id, "text": text, **fields, "extra": extra})
 
 
-def _explain(error: Mapping[str, Any]) -> tuple[str, bool]:
-    """One line for one pydantic error, and whether it is a timestamp error."""
+# ---------------------------------------------------------------- problems and messages
+
+
+def explain_error(error: Mapping[str, Any]) -> tuple[str, bool]:
+    """One phrase for one pydantic error (field, what is wrong, the value), and whether it is
+    a timestamp error."""
     loc = ".".join(str(part) for part in error.get("loc", ())) or "record"
     cause = (error.get("ctx") or {}).get("error")
-    shown = repr(error.get("input"))
-    if len(shown) > 120:
-        shown = shown[:117] + "..."
     if isinstance(cause, TimestampError):
         return str(cause), True
     if isinstance(cause, Exception):
         return f"{loc} {cause}", False
     kind = error.get("type")
+    value = shown(error.get("input"))
     if kind == "missing":
         return f"{loc} is required", False
     if kind == "extra_forbidden":
         return (
-            f"{loc} is not a MemoryRecord field (custom metadata goes under 'extra'), got {shown}",
+            f"{loc} is not a MemoryRecord field (custom metadata goes under 'extra'), got {value}",
             False,
         )
     message = str(error.get("msg", "is invalid"))
-    return f"{loc}: {message[:1].lower()}{message[1:]}, got {shown}", False
+    return f"{loc}: {message[:1].lower()}{message[1:]}, got {value}", False
+
+
+def problems_message(problems: list[str]) -> str:
+    """One line listing ``problems``: the first 20, then how many more, and the total."""
+    if len(problems) == 1:
+        return problems[0]
+    listed = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
+    more = len(problems) - MAX_PROBLEMS_SHOWN
+    if more > 0:
+        return f"{listed}; and {more:,} more ({len(problems):,} problems)"
+    return f"{listed} ({len(problems)} problems)"
+
+
+def _raise(problems: list[tuple[str, bool]]) -> None:
+    kind = TimestampError if all(is_time for _, is_time in problems) else RecordError
+    raise kind(problems_message([text for text, _ in problems]))
+
+
+def record_problems(
+    value: object, *, where: str = "record"
+) -> tuple[MemoryRecord | None, list[tuple[str, bool]]]:
+    """The record ``value`` describes, or every problem it has (each naming ``where``, the
+    field and the value, flagged when it is a timestamp problem)."""
+    if isinstance(value, MemoryRecord):
+        return value, []
+    if not isinstance(value, Mapping):
+        return None, [
+            (
+                f"{where}: expected a MemoryRecord or a mapping of its fields (id, text, "
+                f"user_id, timestamp, ...), got {shown(value)}",
+                False,
+            )
+        ]
+    try:
+        return MemoryRecord.model_validate(value), []
+    except ValidationError as error:
+        ident = value.get("id")
+        label = f"{where} (id {shown(ident)})" if isinstance(ident, str) and ident else where
+        found = [explain_error(item) for item in error.errors()]
+        return None, [(f"{label}: {text}", is_time) for text, is_time in found]
 
 
 def parse_record(value: object, *, where: str = "record") -> MemoryRecord:
-    """A ``MemoryRecord`` from a record or a mapping; errors name ``where``, the field and value."""
-    if isinstance(value, MemoryRecord):
-        return value
-    if not isinstance(value, Mapping):
-        raise RecordError(f"{where}: expected a MemoryRecord or a mapping, got {value!r}")
-    try:
-        return MemoryRecord.model_validate(value)
-    except ValidationError as error:
-        ident = value.get("id")
-        label = f"{where} (id {ident!r})" if isinstance(ident, str) and ident else where
-        message, is_timestamp = _explain(error.errors()[0])
-        more = len(error.errors()) - 1
-        suffix = f" (and {more} more error{'s' if more > 1 else ''})" if more else ""
-        kind = TimestampError if is_timestamp else RecordError
-        raise kind(f"{label}: {message}{suffix}") from None
+    """A ``MemoryRecord`` from a record or a mapping; the error lists every problem, naming
+    ``where``, the field and the value."""
+    record, problems = record_problems(value, where=where)
+    if record is None:
+        _raise(problems)
+    assert record is not None
+    return record
 
 
 def validate_records(
     items: Iterable[object], *, label: str = "record", first: int = 0
 ) -> tuple[MemoryRecord, ...]:
-    """Validate a whole batch before anything is written; the first bad one is named by index.
+    """Validate a whole batch before anything is written; the error lists every problem.
 
-    Ids must be unique within the batch (Chroma refuses a batch that repeats one).
+    A (user, id) pair may appear once per batch (Chroma refuses a batch that repeats an id);
+    the same id under two users is two memories.
     """
+    if isinstance(items, Mapping | BaseModel):
+        raise RecordError(
+            f"expected a list of records, got one {type(items).__name__}; "
+            "pass a list (e.g. add([record])) even for a single memory"
+        )
+    if isinstance(items, str | bytes):
+        raise RecordError(f"expected a list of records, got a string: {shown(items)}")
     records: list[MemoryRecord] = []
-    seen: dict[str, int] = {}
+    problems: list[tuple[str, bool]] = []
+    seen: dict[tuple[str, str], int] = {}
     for index, item in enumerate(items, start=first):
-        record = parse_record(item, where=f"{label} {index}")
-        if record.id in seen:
-            raise RecordError(
-                f"{label} {index}: id {record.id!r} repeats {label} {seen[record.id]}"
+        record, found = record_problems(item, where=f"{label} {index}")
+        if record is None:
+            problems.extend(found)
+            continue
+        key = (record.user_id, record.id)
+        if key in seen:
+            problems.append(
+                (
+                    f"{label} {index}: id {shown(record.id)} of user {shown(record.user_id)} "
+                    f"repeats {label} {seen[key]}",
+                    False,
+                )
             )
-        seen[record.id] = index
+            continue
+        seen[key] = index
         records.append(record)
+    if problems:
+        _raise(problems)
     return tuple(records)

@@ -63,7 +63,25 @@ def test_records_are_frozen_and_closed() -> None:
         ({"extra": {"w": float("inf")}}, "extra key 'w' must be finite, got inf"),
         ({"extra": {"n": 2**63}}, "extra key 'n' must fit in 64 bits"),
         ({"extra": {"n": np.int64(3)}}, "extra key 'n' must be a str, int, float or bool"),
-        ({"extra": {"": 1}}, "extra keys must be 1-128 character strings"),
+        ({"extra": {"": 1}}, "extra keys must be 1-64 character strings"),
+        ({"extra": {"k" * 65: 1}}, "extra keys must be 1-64 character strings"),
+        ({"extra": {f"k{i}": i for i in range(33)}}, "extra may hold at most 32 keys, got 33"),
+        ({"extra": {"s": "x" * 4097}}, "extra key 's' must be at most 4,096 characters"),
+        ({"extra": {"$and": 1}}, "extra key '$and' starts with '$', which Chroma reserves"),
+        ({"extra": {"$or": 1}}, "extra key '$or' starts with '$'"),
+        ({"extra": {"#document": "x"}}, "extra key '#document' starts with '#'"),
+        ({"extra": {"#embedding": 1}}, "extra key '#embedding' starts with '#'"),
+        ({"extra": {"k\x00": 1}}, "must be text without NUL or lone surrogates"),
+        ({"extra": {"\ud800": 1}}, "must be text without NUL or lone surrogates"),
+        ({"extra": {"s": "a\udfffb"}}, "extra key 's' holds a lone surrogate"),
+        ({"text": "tea \ud800"}, "text must be valid Unicode text (it holds a lone surrogate"),
+        ({"id": "m\ud800"}, "id must be valid Unicode text (it holds a lone surrogate"),
+        ({"user_id": "\udc80"}, "user_id must be valid Unicode text"),
+        ({"id": "m\x001"}, "id must not contain NUL characters"),
+        ({"user_id": "ann\x00"}, "user_id must not contain NUL characters"),
+        ({"conversation_id": "\x00"}, "conversation_id must not contain NUL characters"),
+        ({"recall_count": 2**63}, "recall_count must be at most 9,007,199,254,740,991"),
+        ({"recall_count": 2**53}, "recall_count must be at most 9,007,199,254,740,991"),
         ({"extra": "loose"}, "extra must be a mapping"),
     ],
 )
@@ -82,9 +100,13 @@ def test_every_reserved_key_is_refused_in_extra() -> None:
             parse_record({**BASE, "extra": {key: "x"}})
 
 
-def test_missing_fields_are_named() -> None:
-    with pytest.raises(RecordError, match=r"record \(id 'm1'\): text is required \(and 2 more"):
+def test_every_problem_of_a_record_is_named() -> None:
+    with pytest.raises(RecordError) as raised:
         parse_record({"id": "m1"})
+    assert str(raised.value) == (
+        "record (id 'm1'): text is required; record (id 'm1'): user_id is required; "
+        "record (id 'm1'): timestamp is required (3 problems)"
+    )
     with pytest.raises(RecordError, match="expected a MemoryRecord or a mapping"):
         parse_record(["m1"])
 
@@ -121,5 +143,45 @@ def test_a_batch_is_validated_whole_and_ids_must_be_unique() -> None:
     assert [r.id for r in validate_records(good)] == ["m1", "m2"]
     with pytest.raises(RecordError, match=r"record 2 \(id 'm3'\): significance"):
         validate_records([*good, {**BASE, "id": "m3", "significance": 9}])
-    with pytest.raises(RecordError, match="record 2: id 'm1' repeats record 0"):
+    with pytest.raises(RecordError, match="record 2: id 'm1' of user 'ann' repeats record 0"):
         validate_records([*good, BASE])
+    # Ids are per user: the same id of another user is another memory.
+    assert len(validate_records([*good, {**BASE, "user_id": "bob"}])) == 3
+
+
+def test_a_batch_error_lists_all_its_problems_up_to_twenty() -> None:
+    batch = [{**BASE, "id": f"m{i}", "significance": 9} for i in range(25)]
+    batch.insert(3, "not a record")
+    with pytest.raises(RecordError) as raised:
+        validate_records(batch)
+    message = str(raised.value)
+    # Before: only "record 0 (id 'm0'): significance ..." was named.
+    assert message.startswith("record 0 (id 'm0'): significance must be within [0, 1], got 9; ")
+    assert "record 3: expected a MemoryRecord or a mapping of its fields" in message
+    assert message.count("; record ") == 19 and message.endswith("; and 6 more (26 problems)")
+    assert "\n" not in message
+
+
+def test_one_record_instead_of_a_list_says_what_to_pass() -> None:
+    for single in (BASE, parse_record(BASE)):
+        with pytest.raises(RecordError) as raised:
+            validate_records(single)  # type: ignore[arg-type]
+        # Before: "record 0: expected a MemoryRecord or a mapping, got 'id'".
+        assert "expected a list of records, got one" in str(raised.value)
+        assert "pass a list (e.g. add([record]))" in str(raised.value)
+    with pytest.raises(RecordError, match="got a string"):
+        validate_records("m1")
+
+
+def test_timestamp_problems_alone_raise_a_timestamp_error() -> None:
+    with pytest.raises(TimestampError, match="timestamp must carry"):
+        validate_records([{**BASE, "timestamp": "2026-05-29T14:00:00"}])
+    with pytest.raises(RecordError) as mixed:
+        validate_records([{**BASE, "timestamp": "2026-05-29T14:00:00", "significance": 2}])
+    assert not isinstance(mixed.value, TimestampError) and "(2 problems)" in str(mixed.value)
+
+
+def test_a_long_bad_value_is_cut_in_the_message() -> None:
+    with pytest.raises(RecordError) as raised:
+        parse_record({**BASE, "user_id": 7, "extra": {"s": "x" * 100_000}})
+    assert len(str(raised.value)) < 700 and "100000 characters" in str(raised.value)
