@@ -4,11 +4,19 @@ An embedded path (``PersistentClient``) serves one process at a time: chromadb 1
 loses vectors when two processes write one path, so opening takes an exclusive OS lock and a
 second process is refused with a pointer to server mode. Several ``ChromaMemory`` objects in
 one process may share a path (Chroma shares one system per path inside a process).
+
+A server client's every request is bounded by ``timeout`` seconds (connect, each read and
+write, and the wait for a pooled connection). chromadb 1.5.9's ``HttpClient`` has no setting
+for it and builds its ``httpx.Client`` with ``timeout=None``, so a stopped or hung server
+would block a caller (and a turn's conversation lock) forever: the client is built in a
+worker thread that is given up on after ``timeout``, and its session's timeout is set before
+it is handed out.
 """
 
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import re
 import threading
@@ -20,10 +28,13 @@ from urllib.parse import urlsplit
 from plugin.errors import StoreError, StoreLockedError, StoreUnavailableError
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "IN_MEMORY",
     "LOCK_FILE",
+    "MAX_TIMEOUT",
     "PathLock",
     "StoreLocation",
+    "check_timeout",
     "open_client",
     "parse_location",
 ]
@@ -33,6 +44,16 @@ IN_MEMORY = ":memory:"
 
 LOCK_FILE = ".affect-memory.lock"
 """The lock file inside an embedded store's directory."""
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds a Chroma server request may take before ``StoreUnavailableError``.
+
+A 64-row query at 100,000 memories takes about 50 ms and a 512-record write well under a
+second, so 10 s only ever trips on a server that is down, stopped or badly overloaded.
+"""
+
+MAX_TIMEOUT = 3600.0
+"""Longest timeout accepted (an hour); beyond that a hung server is indistinguishable from none."""
 
 _HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]+$")
 
@@ -171,27 +192,80 @@ def _settings() -> Any:
     return Settings(anonymized_telemetry=False)
 
 
-def open_client(location: StoreLocation, *, create: bool = True) -> tuple[Any, PathLock | None]:
-    """A Chroma client for ``location`` and, for an embedded path, the lock now held on it."""
-    import chromadb
+def check_timeout(timeout: object) -> float:
+    """Seconds in (0, 3600]; a bool, NaN or infinity is refused."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or not 0 < timeout <= MAX_TIMEOUT
+    ):
+        raise StoreError(
+            f"timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}], got {timeout!r}"
+        )
+    return float(timeout)
 
-    if location.kind == "memory":
-        return chromadb.EphemeralClient(settings=_settings()), None
-    if location.kind == "http":
+
+def _http_client(location: StoreLocation, timeout: float) -> Any:
+    """A ``chromadb.HttpClient`` whose construction and every later request take <= timeout."""
+    import chromadb
+    import httpx
+
+    outcome: dict[str, Any] = {}
+
+    def build() -> None:
         try:
-            client = chromadb.HttpClient(
+            outcome["client"] = chromadb.HttpClient(
                 host=location.host or "127.0.0.1",
                 port=location.port or 8000,
                 ssl=location.ssl,
                 settings=_settings(),
             )
-        except Exception as error:
-            raise StoreUnavailableError(
-                f"cannot reach a Chroma server at {location.describe()}: {error} "
-                f"(start one with `chroma run --host {location.host} --port {location.port} "
-                "--path DIR`)"
-            ) from None
-        return client, None
+        except BaseException as error:  # handed to the caller's thread below
+            outcome["error"] = error
+
+    # Daemon: a server that never answers leaves this thread blocked, not the process.
+    worker = threading.Thread(target=build, name="affect-memory-chroma-connect", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    hint = (
+        f"(start one with `chroma run --host {location.host} --port {location.port} "
+        "--path DIR`)"
+    )
+    if worker.is_alive():
+        raise StoreUnavailableError(
+            f"the Chroma server at {location.describe()} did not answer within {timeout:g} s "
+            f"(timeout={timeout:g}); is it stopped or overloaded? {hint}"
+        )
+    if "error" in outcome:
+        raise StoreUnavailableError(
+            f"cannot reach a Chroma server at {location.describe()}: {outcome['error']} {hint}"
+        ) from None
+    client = outcome["client"]
+    session = getattr(getattr(client, "_server", None), "_session", None)
+    if not isinstance(session, httpx.Client):  # pragma: no cover - only on another chromadb
+        raise StoreError(
+            "cannot bound Chroma server requests with a timeout: this chromadb version does "
+            "not keep an httpx session at client._server._session (tested with 1.5.9)"
+        )
+    session.timeout = httpx.Timeout(timeout)
+    return client
+
+
+def open_client(
+    location: StoreLocation, *, create: bool = True, timeout: float = DEFAULT_TIMEOUT
+) -> tuple[Any, PathLock | None]:
+    """A Chroma client for ``location`` and, for an embedded path, the lock now held on it.
+
+    ``timeout`` bounds every request to a server; embedded stores make no network calls.
+    """
+    import chromadb
+
+    timeout = check_timeout(timeout)
+    if location.kind == "memory":
+        return chromadb.EphemeralClient(settings=_settings()), None
+    if location.kind == "http":
+        return _http_client(location, timeout), None
     directory = location.path
     assert directory is not None
     if not directory.exists():
