@@ -208,7 +208,8 @@ def run_demo(
         recalled = {
             record.id: record.recall_count
             for record in memory.get(
-                {scored.candidate.id for turn in turns for scored in turn.result.memories}
+                {scored.candidate.id for turn in turns for scored in turn.result.memories},
+                user_id=DEMO_USER,
             )
         }
         say("")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kernel.adapters.store_support import check_limit
 from kernel.errors import InvalidInputError
@@ -81,6 +81,20 @@ class DefaultMemoryWritePolicy:
         )
 
 
+def _payload_user(payload: Mapping[str, Any]) -> str:
+    """The user an outbox item writes for (items planned before ids were per user carry it
+    only in their new record)."""
+    user_id = payload.get("user_id")
+    if user_id is None:
+        user_id = (payload.get("new_record") or {}).get("user_id")
+    if not isinstance(user_id, str) or not user_id:
+        raise InvalidInputError(
+            f"outbox item of turn {payload.get('turn_id')!r} names no user; memory writes "
+            "are per user"
+        )
+    return user_id
+
+
 @dataclass(frozen=True)
 class ReplayReport:
     """What a replay of pending outbox items did."""
@@ -140,6 +154,7 @@ class MemoryTurnEffects:
         ident = turn_id(turn)
         payload = {
             "turn_id": ident,
+            "user_id": user_id,
             "recalled_ids": recalled,
             "recalled_at": turn.turn_time.isoformat(),
             "new_record": None if record is None else record.model_dump(mode="json"),
@@ -156,6 +171,7 @@ class MemoryTurnEffects:
         recalled = payload.get("recalled_ids") or []
         self._memory.apply_turn_writes(
             payload["turn_id"],
+            user_id=_payload_user(payload),
             recalled_ids=recalled,
             recalled_at=payload.get("recalled_at") if recalled else None,
             new_record=payload.get("new_record"),

@@ -1,9 +1,12 @@
 """``affect-memory bench recall``: per-query time of recall by stage, and HNSW recall@k.
 
 Each query goes through ``ChromaMemory``'s own query path and mapper (``_query``, which calls
-``_to_rows``) and its ranking (``_rank``), on collections it created with its HNSW settings.
-The collection's ``query`` is wrapped in a timer, so the mapper's share is the query path's
-time minus Chroma's; the embed stage runs the real model on one sentence per query.
+``_to_rows``) and its ranking (``_rank``), on the per-user collections it created with its
+HNSW settings (the "user" rows). Each user collection's ``query`` is wrapped in a timer, so
+the mapper's share is the query path's time minus Chroma's; the embed stage runs the real
+model on one sentence per query. The "none" rows query the same memories in one shared
+collection of every user without a filter (the layout before per-user collections, built
+beside them), and ``filter_only_ms`` times that collection's ``where user_id`` alone.
 
 * random corpus: unit vectors inserted through ``ChromaMemory.add`` (records like real ones,
   10 users, so the user filter matches ~10%), queried with random unit vectors;
@@ -127,10 +130,11 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Time recall per query, split into embedding (the real model), the Chroma query, "
             "conversion into candidates and kernel reranking (medians and p95), at 1,000, "
-            "10,000 and 100,000 random unit vectors with and without the user filter, plus "
-            "recall@64 against exact search. --real N adds N real-embedding memories. "
-            f"Targets: conversion + rerank <= {CONVERSION_SHARE_TARGET:.0%} of recall at "
-            f"10,000; p95 <= {P95_TARGET_MS:g} ms at 100,000 with the filter, embedding "
+            "10,000 and 100,000 random unit vectors through the per-user collections (the "
+            "'user' rows) and through one shared collection without a filter (the 'none' "
+            "rows), plus recall@64 against exact search. --real N adds N real-embedding "
+            f"memories. Targets: conversion + rerank <= {CONVERSION_SHARE_TARGET:.0%} of "
+            f"recall at 10,000; p95 <= {P95_TARGET_MS:g} ms at 100,000 per user, embedding "
             f"excluded; recall@64 >= {RECALL_TARGET} on real embeddings."
         ),
     )
@@ -394,6 +398,35 @@ def _open(
     return memory, time.perf_counter() - start
 
 
+def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
+    """The corpus in one collection of every user, beside the per-user ones (reused if whole)."""
+    from chromadb.errors import NotFoundError
+
+    from plugin.records import MemoryRecord
+
+    client = memory._client
+    name = f"{memory.collection_name}-shared"
+    try:
+        shared = client.get_collection(name, embedding_function=None)
+    except NotFoundError:
+        configuration = {"hnsw": {"space": "cosine", **plan.hnsw.model_dump()}}
+        shared = client.create_collection(
+            name, configuration=configuration, embedding_function=None
+        )
+    n = len(corpus.texts)
+    if shared.count() != n:
+        records = [MemoryRecord.model_validate(r) for r in corpus.records()]
+        for start in range(0, n, 2048):
+            part = records[start : start + 2048]
+            shared.upsert(
+                ids=[r.id for r in part],
+                embeddings=corpus.vectors[start : start + len(part)],
+                documents=[r.text for r in part],
+                metadatas=[r.to_metadata() for r in part],
+            )
+    return shared
+
+
 def _measure(
     memory: ChromaMemory,
     corpus: _Corpus,
@@ -401,9 +434,12 @@ def _measure(
     plan: RecallPlan,
     step: Callable[[int], None],
 ) -> list[dict[str, Any]]:
-    """Filtered and unfiltered rows for one collection, queries interleaved."""
-    timed = _TimedCollection(memory._collection)
-    memory._collection = timed
+    """Per-user and unfiltered shared-collection rows, queries interleaved."""
+    timers: dict[str, _TimedCollection] = {}
+    for user in sorted(set(corpus.owners.tolist())):
+        inner = memory._user_collection(user, create=False)
+        timers[user] = memory._collections[user] = _TimedCollection(inner)
+    shared = _TimedCollection(_shared(memory, corpus, plan))
     exact = _Exact(corpus)
     k = plan.candidates
     stages: dict[str, list[int]] = {
@@ -427,22 +463,22 @@ def _measure(
             start = time.perf_counter_ns()
             rows = memory._query(vector, user, k)[0]
             path_ns = time.perf_counter_ns() - start
-            chroma_ns = timed.last_ns
+            chroma_ns = timers[user].last_ns
             start = time.perf_counter_ns()
             _rank(rows, BENCH_NOW, 0.5 - index % 2, plan.top_k, True, DEFAULT_RETRIEVAL_WEIGHTS)
             rerank_ns = time.perf_counter_ns() - start
-            unfiltered = timed.query(
+            unfiltered = shared.query(
                 query_embeddings=vector,
                 n_results=k,
                 include=["documents", "metadatas", "distances"],
             )
-            unfiltered_ns = timed.last_ns
+            unfiltered_ns = shared.last_ns
             step(1)
             if index < WARMUP_QUERIES:
                 continue
             if index < WARMUP_QUERIES + FILTER_PROBES:
                 start = time.perf_counter_ns()
-                matched = timed.get(where={"user_id": user}, include=[])
+                matched = shared.get(where={"user_id": user}, include=[])
                 filter_only.append(time.perf_counter_ns() - start)
                 matches.append(len(matched["ids"]))
             stages["query"].append(chroma_ns)
@@ -456,7 +492,8 @@ def _measure(
             recall_filtered.append(_recall(rows.ids, exact.top(vector[0], k, user)))
             recall_unfiltered.append(_recall(unfiltered["ids"][0], exact.top(vector[0], k, None)))
     finally:
-        memory._collection = timed._inner
+        for user, timer in timers.items():
+            memory._collections[user] = timer._inner
     filtered = {
         "corpus": corpus.kind,
         "n": len(corpus.texts),
@@ -488,6 +525,7 @@ def _overfetch(
     memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan, fetch: int
 ) -> dict[str, Any]:
     """Unfiltered query of ``fetch`` rows, then keep the user's first k: time and recall."""
+    shared = _shared(memory, corpus, plan)
     exact = _Exact(corpus)
     assert corpus.query_vectors is not None
     times: list[int] = []
@@ -497,7 +535,7 @@ def _overfetch(
         user = f"user-{index % plan.users:02d}"
         vector = corpus.query_vectors[[index]]
         start = time.perf_counter_ns()
-        result = memory._collection.query(
+        result = shared.query(
             query_embeddings=vector, n_results=fetch, include=["metadatas", "distances"]
         )
         kept = [
@@ -560,7 +598,9 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
             found = memory._query(vector, user, k)[0]
             elapsed = time.perf_counter_ns() - start
             start = time.perf_counter_ns()
-            plain = memory._collection.query(
+            own = memory._user_collection(user, create=False)
+            assert own is not None, "every user of the corpus has memories"
+            plain = own.query(
                 query_embeddings=vector,
                 n_results=k,
                 include=["documents", "metadatas", "distances"],

@@ -17,8 +17,11 @@ import pytest
 
 from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candidates
 from kernel.protocols import MemoryRetriever, RetrievalInput
-from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory
-from plugin.errors import RecordError, TimestampError
+from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory, WriteReport
+from plugin.errors import IsolationError, RecordError, StoreError, TimestampError, WrongSpaceError
+from plugin.layout import LegacyLayoutError
+from plugin.records import MemoryRecord
+from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 MemoryFactory = Callable[..., ChromaMemory]
@@ -86,7 +89,7 @@ class MemoryContract:
                 )
             ]
         )
-        (stored,) = memory.get(["m1"])
+        (stored,) = memory.get(["m1"], user_id="ann")
         assert stored.timestamp == "2026-05-01T07:30:00.000000+00:00"
         assert stored.last_recalled_at == "2026-05-02T00:00:00.000000+00:00"
         assert (stored.significance, stored.episode, stored.emotional_valence) == (0.8, True, -0.25)
@@ -102,14 +105,14 @@ class MemoryContract:
     ) -> None:
         memory.add([record(f"m{i}", f"memory number {i}") for i in range(6)])
         ids = ["m4", "nope", "m0", "m5", "m2"]
-        assert [r.id for r in memory.get(ids)] == ["m4", "m0", "m5", "m2"]
+        assert [r.id for r in memory.get(ids, user_id="ann")] == ["m4", "m0", "m5", "m2"]
 
     def test_writes_are_split_under_the_batch_size(self, memory: ChromaMemory) -> None:
         memory._max_batch = 7  # as if the server accepted 7 rows per call
         report = memory.add([record(f"m{i}", f"fact number {i} about gardens") for i in range(23)])
         assert report.written == 23
         assert memory.count() == 23
-        assert len(memory.get([f"m{i}" for i in range(23)])) == 23
+        assert len(memory.get([f"m{i}" for i in range(23)], user_id="ann")) == 23
 
     def test_reingesting_the_same_records_changes_nothing(self, memory: ChromaMemory) -> None:
         corpus = sample_records()
@@ -124,9 +127,9 @@ class MemoryContract:
     def test_add_keeps_a_stored_memory_and_upsert_replaces_it(self, memory: ChromaMemory) -> None:
         memory.add([record("m1", "I like green tea.")])
         memory.add([record("m1", "I like black coffee.")])
-        assert memory.get(["m1"])[0].text == "I like green tea."
+        assert memory.get(["m1"], user_id="ann")[0].text == "I like green tea."
         memory.upsert([record("m1", "I like black coffee.")])
-        assert memory.get(["m1"])[0].text == "I like black coffee."
+        assert memory.get(["m1"], user_id="ann")[0].text == "I like black coffee."
 
     # ---------------------------------------------------------------- refusals
 
@@ -275,7 +278,8 @@ class MemoryContract:
             assert hit.similarity == pytest.approx(1 - hit.distance / 2, rel=1e-12)
             assert list(hit.to_json()) == list(RECALL_RESULT_KEYS)
         assert result.results[0].id == "alice-home-new"
-        assert memory.get(["alice-home-new"])[0].recall_count == 0  # recall is read-only
+        (stored,) = memory.get(["alice-home-new"], user_id="alice")
+        assert stored.recall_count == 0  # recall is read-only
 
     def test_recall_ranks_exactly_as_the_kernel_ranks_the_candidates(
         self, memory: ChromaMemory
@@ -283,7 +287,7 @@ class MemoryContract:
         memory.add(sample_records())
         for user, mood in (("alice", 0.0), ("bob", -0.7), ("carmen", 0.5)):
             query = "What happened that made me feel this way?"
-            hits = memory.recall(query, user, mood, now=REFERENCE, top_k=20).results
+            hits = memory.recall(query, user, mood_valence=mood, now=REFERENCE, top_k=20).results
             pool = memory.candidates(query, user)
             expected = rank_candidates(pool, REFERENCE, mood, limit=20)
             assert [h.id for h in hits] == [e.candidate.id for e in expected]
@@ -345,7 +349,7 @@ class MemoryContract:
     def test_forget_removes_only_what_it_may(self, memory: ChromaMemory) -> None:
         memory.add([record("a1", "mine", user="ann"), record("b1", "theirs", user="bob")])
         assert memory.forget(["b1", "zz"], user_id="ann") == ()
-        assert memory.forget(["a1", "zz", "a1"]) == ("a1",)
+        assert memory.forget(["a1", "zz", "a1"], user_id="ann") == ("a1",)
         assert memory.count() == 1 and memory.count("ann") == 0 and memory.count("bob") == 1
         stats = memory.stats()
         assert (stats.space, stats.count, stats.users) == ("cosine", 1, {"bob": 1})
@@ -357,7 +361,11 @@ class MemoryContract:
         memory.add([record("m1", "I live in Oslo."), record("m2", "I work in Bergen.")])
         message = record("turn-1:user", "I moved again!", days=0, emotional_valence=0.4)
         first = memory.apply_turn_writes(
-            "turn-1", recalled_ids=["m1", "m2", "gone"], recalled_at=REFERENCE, new_record=message
+            "turn-1",
+            user_id="ann",
+            recalled_ids=["m1", "m2", "gone"],
+            recalled_at=REFERENCE,
+            new_record=message,
         )
         assert (first.incremented, first.missing, first.stored_new) == (
             ("m1", "m2"),
@@ -365,7 +373,11 @@ class MemoryContract:
             True,
         )
         again = memory.apply_turn_writes(
-            "turn-1", recalled_ids=["m1", "m2"], recalled_at=REFERENCE, new_record=message
+            "turn-1",
+            user_id="ann",
+            recalled_ids=["m1", "m2"],
+            recalled_at=REFERENCE,
+            new_record=message,
         )
         assert (again.incremented, again.already_applied, again.stored_new) == (
             (),
@@ -373,12 +385,18 @@ class MemoryContract:
             False,
         )
         later = REFERENCE + timedelta(hours=1)
-        memory.apply_turn_writes("turn-2", recalled_ids=["m1", "turn-1:user"], recalled_at=later)
+        memory.apply_turn_writes(
+            "turn-2", user_id="ann", recalled_ids=["m1", "turn-1:user"], recalled_at=later
+        )
         # A late replay of turn 1 neither re-counts m1 nor resets the message's own count.
         memory.apply_turn_writes(
-            "turn-1", recalled_ids=["m1", "m2"], recalled_at=REFERENCE, new_record=message
+            "turn-1",
+            user_id="ann",
+            recalled_ids=["m1", "m2"],
+            recalled_at=REFERENCE,
+            new_record=message,
         )
-        m1, m2, said = memory.get(["m1", "m2", "turn-1:user"])
+        m1, m2, said = memory.get(["m1", "m2", "turn-1:user"], user_id="ann")
         assert (m1.recall_count, m2.recall_count, said.recall_count) == (2, 1, 1)
         assert m1.last_recalled_at == "2026-06-01T13:00:00.000000+00:00"
         assert m2.last_recalled_at == "2026-06-01T12:00:00.000000+00:00"
@@ -390,12 +408,301 @@ class MemoryContract:
         with pytest.raises(TimestampError, match="new_record 0"):
             memory.apply_turn_writes(
                 "t",
+                user_id="ann",
                 recalled_ids=["m1"],
                 recalled_at=REFERENCE,
                 new_record=record("t:user", "hi", timestamp="2026-06-01T12:00:00"),
             )
         with pytest.raises(TimestampError, match="recalled_at"):
-            memory.apply_turn_writes("t", recalled_ids=["m1"], recalled_at="2026-06-01")
+            memory.apply_turn_writes(
+                "t", user_id="ann", recalled_ids=["m1"], recalled_at="2026-06-01"
+            )
         with pytest.raises(InvalidInputError, match="recalled_at is required"):
-            memory.apply_turn_writes("t", recalled_ids=["m1"])
-        assert memory.get(["m1"])[0].recall_count == 0 and memory.count() == 1
+            memory.apply_turn_writes("t", user_id="ann", recalled_ids=["m1"])
+        assert memory.get(["m1"], user_id="ann")[0].recall_count == 0 and memory.count() == 1
+
+    # ---------------------------------------------------------------- ids are per user (4.1)
+
+    def test_the_same_id_under_two_users_is_two_memories(self, memory: ChromaMemory) -> None:
+        tea, bike, train = "I drink green tea every morning.", "I ride my bike.", "I take trains."
+        memory.add([record("m1", tea, user="ann")])
+        # Before per-user collections: skipped as "already stored" (written 0, skipped m1).
+        assert memory.add([record("m1", bike, user="bob")]) == WriteReport(written=1)
+        assert [r.text for r in memory.get(["m1"], user_id="ann")] == [tea]
+        assert [r.text for r in memory.get(["m1"], user_id="bob")] == [bike]
+        # Before: upsert replaced ann's memory and moved it to bob.
+        memory.upsert([record("m1", train, user="bob", significance=0.9)])
+        (ann,) = memory.get(["m1"], user_id="ann")
+        assert (ann.text, ann.user_id, ann.significance) == (tea, "ann", 0.5)
+        assert memory.get(["m1"], user_id="bob")[0].text == train
+        # One batch may carry the same id for two users, not twice for one.
+        both = [record("m2", "ann's second", user="ann"), record("m2", "bob's second", user="bob")]
+        assert memory.add(both).written == 2
+        with pytest.raises(RecordError, match="repeats record 0"):
+            memory.add([record("m3", "x", user="ann"), record("m3", "y", user="ann")])
+        assert (memory.count(), memory.count("ann"), memory.count("bob")) == (4, 2, 2)
+        ann_hits = memory.recall("What do I drink?", "ann", now=REFERENCE).results
+        assert {hit.id: hit.text for hit in ann_hits}["m1"] == tea
+        bob_pool = {c.id: c.text for c in memory.candidates("How do I travel?", "bob")}
+        assert bob_pool == {"m1": train, "m2": "bob's second"}
+        # Before: a turn of bob's incremented whichever m1 Chroma held.
+        memory.apply_turn_writes("t1", user_id="bob", recalled_ids=["m1"], recalled_at=REFERENCE)
+        assert memory.get(["m1"], user_id="ann")[0].recall_count == 0
+        assert memory.get(["m1"], user_id="bob")[0].recall_count == 1
+        # Before: forget without a user deleted any user's m1.
+        assert memory.forget(["m1"], user_id="ann") == ("m1",)
+        assert memory.get(["m1"], user_id="ann") == ()
+        assert memory.get(["m1"], user_id="bob")[0].text == train
+        assert memory.stats().users == {"ann": 1, "bob": 2}
+
+    def test_every_read_write_and_delete_names_one_user(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I live in Oslo.")])
+        with pytest.raises(TypeError, match="user_id"):
+            memory.forget(["m1"])  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="user_id"):
+            memory.get(["m1"])  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="user_id"):
+            memory.apply_turn_writes("t", recalled_ids=["m1"], recalled_at=REFERENCE)  # type: ignore[call-arg]
+        for nobody in (None, "", 7, "a\x00b", "\ud800"):
+            with pytest.raises(InvalidInputError, match="user_id"):
+                memory.forget(["m1"], user_id=nobody)  # type: ignore[arg-type]
+            with pytest.raises(InvalidInputError, match="user_id"):
+                memory.get(["m1"], user_id=nobody)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="belongs to user 'bob'"):
+            memory.apply_turn_writes("t", user_id="ann", new_record=record("t:m", "hi", user="bob"))
+        assert memory.count() == 1 and memory.get(["m1"], user_id="ann")[0].recall_count == 0
+
+    def test_every_kind_of_user_id_gets_a_collection_of_its_own(self, memory: ChromaMemory) -> None:
+        users = [
+            "ann", "Ann", "ann ", "ann.", "a", "1.2.3.4", "..", "-", "$and", "a/b\\c:d",
+            "ünï cödé", "用户", "😀", "x" * 512, "x" * 511 + "y",
+        ]  # fmt: skip
+        memory.add(
+            [record("same-id", f"note of user number {i}", user=u) for i, u in enumerate(users)]
+        )
+        names = {memory.collection_for(user) for user in users}
+        assert len(names) == len(users)
+        for name in names:
+            assert 3 <= len(name) <= 512 and ".." not in name and name.isascii()
+        assert memory.stats().users == dict.fromkeys(sorted(users), 1)
+        for index, user in enumerate(users):
+            (hit,) = memory.recall("note", user, now=REFERENCE).results
+            assert (hit.id, hit.text) == ("same-id", f"note of user number {index}")
+
+    def test_a_collection_recorded_for_another_user_is_never_used(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add([record("m1", "I live in Oslo.", user="mallory")])
+        forged = memory._client.get_collection(memory.collection_for("mallory"))
+        # A collection under eve's name whose own record says it holds mallory's memories.
+        memory._client.create_collection(
+            memory.collection_for("eve"),
+            metadata=dict(forged.metadata),
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=None,
+        )
+        for attempt in (
+            lambda: memory.recall("Where do I live?", "eve"),
+            lambda: memory.add([record("m2", "I am eve.", user="eve")]),
+            lambda: memory.forget(["m1"], user_id="eve"),
+            lambda: memory.stats(),
+        ):
+            with pytest.raises(IsolationError, match="records user 'mallory'"):
+                attempt()
+        assert memory.get(["m1"], user_id="mallory")[0].text == "I live in Oslo."
+
+    def test_a_user_collection_in_another_space_is_refused(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I live in Oslo.", user="ann")])
+        template = memory._client.get_collection(memory.collection_for("ann")).metadata
+        memory._client.create_collection(
+            memory.collection_for("bob"),
+            metadata={**template, "affect_memory_user": "bob"},
+            embedding_function=None,
+        )  # Chroma's default space, l2
+        with pytest.raises(WrongSpaceError, match="'l2' distance space"):
+            memory.recall("Where do I live?", "bob")
+        assert memory.recall("Where do I live?", "ann").results[0].id == "m1"
+
+    def test_a_store_in_the_old_shared_layout_is_refused_naming_migrate(
+        self, memory: ChromaMemory, make_memory: MemoryFactory
+    ) -> None:
+        shared = memory._client.create_collection(
+            memory.collection_name,
+            configuration={"hnsw": {"space": "cosine"}},
+            embedding_function=None,
+        )
+        shared.add(
+            ids=["m1"],
+            embeddings=[[1.0] + [0.0] * 383],
+            documents=["I live in Oslo."],
+            metadatas=[{"user_id": "ann", "timestamp": "2026-05-01T00:00:00.000000+00:00"}],
+        )
+        with pytest.raises(LegacyLayoutError) as raised:
+            make_memory()
+        message = str(raised.value)
+        assert "`affect-memory migrate" in message and "\n" not in message
+        assert f"one collection {memory.collection_name!r}" in message
+
+    # ---------------------------------------------------------------- batches are whole (4.3)
+
+    @pytest.mark.parametrize(
+        ("bad", "message"),
+        [
+            ({"extra": {"$and": 1}}, r"extra key '\$and' starts with '\$'"),
+            ({"extra": {"$or": 1}}, r"extra key '\$or' starts with '\$'"),
+            ({"extra": {"#document": "x"}}, "extra key '#document' starts with '#'"),
+            ({"extra": {"#embedding": 1}}, "extra key '#embedding' starts with '#'"),
+            ({"extra": {"note": "\ud800"}}, "lone surrogate"),
+            ({"extra": {"\ud800": 1}}, "lone surrogate"),
+            ({"text": "tea \ud800"}, "lone surrogate"),
+            ({"id": "m\ud800"}, "lone surrogate"),
+            ({"id": "m\x00550"}, "NUL"),
+            ({"extra": {"k" * 65: 1}}, "1-64 character strings"),
+            ({"extra": {f"k{i}": i for i in range(33)}}, "at most 32 keys"),
+            ({"extra": {"note": "x" * 4097}}, "at most 4,096 characters"),
+            ({"recall_count": 2**63}, "recall_count must be at most"),
+        ],
+    )
+    def test_a_600_record_batch_with_one_bad_record_stores_nothing(
+        self, memory: ChromaMemory, bad: dict[str, Any], message: str
+    ) -> None:
+        batch = [record(f"m{i}", f"note {i} about the garden") for i in range(600)]
+        batch[550] = {**batch[550], **bad}
+        # Before: Chroma refused the second 512-record chunk after the first was stored.
+        with pytest.raises(RecordError, match=rf"record 550 .*{message}"):
+            memory.add(batch)
+        with pytest.raises(RecordError, match=rf"record 550 .*{message}"):
+            memory.upsert(batch)
+        assert memory.count() == 0
+
+    def test_a_write_chroma_refuses_part_way_takes_back_what_it_stored(
+        self, memory: ChromaMemory
+    ) -> None:
+        old = [record(f"m{i}", f"old note {i} about the garden") for i in range(0, 600, 2)]
+        memory.add(old)
+        batch: list[Any] = [record(f"m{i}", f"new note {i} about the sea") for i in range(600)]
+        # A new record Chroma refuses that got past validation (model_construct skips it):
+        # the write fails in its second 512-record chunk, after the first was stored.
+        batch[551] = MemoryRecord.model_construct(
+            **{**MemoryRecord.model_validate(batch[551]).__dict__, "extra": {"$and": 1}}
+        )
+        with pytest.raises(StoreError, match="nothing of this add was kept"):
+            memory.add(batch)
+        assert memory.count() == 300
+        with pytest.raises(StoreError, match="nothing of this upsert was kept"):
+            memory.upsert(batch)
+        assert memory.count() == 300
+        kept = memory.get([f"m{i}" for i in range(600)], user_id="ann")
+        assert [r.text for r in kept] == [
+            f"old note {i} about the garden" for i in range(0, 600, 2)
+        ]
+        (hit,) = memory.candidates("old note 0 about the garden", "ann", candidates=1)
+        assert hit.id == "m0" and hit.distance == pytest.approx(0.0, abs=1e-5)
+
+    def test_a_batch_error_lists_every_problem_up_to_twenty(self, memory: ChromaMemory) -> None:
+        batch = [record(f"m{i}", "fine", significance=2.0 if i % 2 else 0.5) for i in range(60)]
+        with pytest.raises(RecordError) as raised:
+            memory.add(batch)
+        message = str(raised.value)
+        named = [
+            f"record {i} (id 'm{i}'): significance must be within [0, 1], got 2.0"
+            for i in range(1, 40, 2)
+        ]
+        assert message == "; ".join(named) + "; and 10 more (30 problems)"
+        with pytest.raises(
+            RecordError, match=r"got one dict; pass a list \(e\.g\. add\(\[record\]\)\)"
+        ):
+            memory.add(record("m1", "fine"))  # type: ignore[arg-type]
+        assert memory.count() == 0
+
+    # ---------------------------------------------------------------- stored rows (4.4)
+
+    def test_recall_count_is_bounded_to_what_reads_back(self, memory: ChromaMemory) -> None:
+        with pytest.raises(
+            RecordError, match=r"recall_count must be at most 9,007,199,254,740,991"
+        ):
+            memory.add([record("m1", "I keep bees.", recall_count=2**53)])
+        memory.add([record("m1", "I keep bees.", recall_count=2**53 - 1)])
+        assert memory.get(["m1"], user_id="ann")[0].recall_count == 2**53 - 1
+        memory.apply_turn_writes("t", user_id="ann", recalled_ids=["m1"], recalled_at=REFERENCE)
+        (stored,) = memory.get(["m1"], user_id="ann")
+        assert type(stored.recall_count) is int and stored.recall_count == 2**53 - 1
+        assert memory.recall("bees", "ann").results[0].recall_count == 2**53 - 1
+
+    def test_a_malformed_stored_row_is_skipped_and_named(
+        self, memory: ChromaMemory, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        memory.add(
+            [
+                record("good", "I keep bees on the roof."),
+                record("huge", "I keep bees in the garden."),
+                record("odd", "I keep bees at my aunt's."),
+            ]
+        )
+        raw = memory._client.get_collection(memory.collection_for("ann"))
+        raw.update(ids=["huge"], metadatas=[{"recall_count": 2**63}])  # read back as a float
+        raw.update(ids=["odd"], metadatas=[{"significance": "high"}])
+        with caplog.at_level("WARNING", logger="plugin.chroma_memory"):
+            result = memory.recall("Where are my bees?", "ann", now=REFERENCE)
+        # Before: every recall of ann's raised StoreError without naming the row.
+        assert [hit.id for hit in result.results] == ["good"]
+        assert sorted(result.skipped) == ["huge", "odd"]
+        assert result.to_json()["skipped"] == list(result.skipped)
+        assert "'huge'" in caplog.text and "recall_count" in caplog.text and "'odd'" in caplog.text
+        assert [c.id for c in memory.candidates("bees", "ann")] == ["good"]
+        turn = memory.apply_turn_writes(
+            "t", user_id="ann", recalled_ids=["good", "huge"], recalled_at=REFERENCE
+        )
+        assert (turn.incremented, turn.skipped) == (("good",), ("huge",))
+        assert [r.id for r in memory.get(["good", "huge", "odd"], user_id="ann")] == ["good"]
+
+    # ---------------------------------------------------------------- batch recall (1)
+
+    def test_recall_many_agrees_with_recall_within_the_documented_tolerance(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        queries = [
+            {"query": p["query"], "user_id": p["user_id"], "mood_valence": mood}
+            for p in sample_probes()
+            for mood in (0.0, -0.6)
+        ]
+        options: dict[str, Any] = {"now": REFERENCE, "top_k": 20, "candidates": 40}
+        whole = memory.recall_many(queries, **options)
+        sevens = [
+            result
+            for start in range(0, len(queries), 7)
+            for result in memory.recall_many(queries[start : start + 7], **options)
+        ]
+        for query, batched, in_sevens in zip(queries, whole, sevens, strict=True):
+            single = memory.recall(
+                query["query"], query["user_id"], mood_valence=query["mood_valence"], **options
+            )
+            hits = [hit.to_json() for hit in single.results]
+            assert_recall_agrees(hits, [hit.to_json() for hit in batched.results])
+            assert_recall_agrees(hits, [hit.to_json() for hit in in_sevens.results])
+
+    # ---------------------------------------------------------------- queries (3)
+
+    def test_recall_takes_everything_after_user_id_by_keyword(self, memory: ChromaMemory) -> None:
+        memory.add([record("m1", "I drink tea.")])
+        with pytest.raises(TypeError, match="positional"):
+            memory.recall("tea", "ann", 0.5)  # type: ignore[misc]
+        with pytest.raises(InvalidInputError) as raised:
+            memory.recall("tea", "ann", mood_valence=5.0)
+        assert str(raised.value) == "mood_valence must be within [-1, 1], got 5.0"
+
+    @pytest.mark.parametrize("blank", ["", "   ", "\n\t "])
+    def test_a_blank_query_is_refused_everywhere(self, memory: ChromaMemory, blank: str) -> None:
+        memory.add([record("m1", "I drink tea.")])
+        with pytest.raises(InvalidInputError, match="query must be a non-empty, non-blank"):
+            memory.recall(blank, "ann")
+        with pytest.raises(InvalidInputError, match="query must be a non-empty, non-blank"):
+            memory.candidates(blank, "ann")
+        with pytest.raises(InvalidInputError, match="query must be a non-empty, non-blank"):
+            asyncio.run(memory.retrieve(request(blank), user_id="ann"))
+        with pytest.raises(InvalidInputError) as raised:
+            memory.recall_many(
+                [{"query": "tea", "user_id": "ann"}, {"query": blank, "user_id": "ann"}]
+            )
+        assert str(raised.value).startswith("query 1: query must be a non-empty, non-blank")

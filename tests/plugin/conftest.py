@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,14 +33,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a ``chroma run`` server on a temporary directory."""
+@contextmanager
+def _running_chroma(data: Path) -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server on ``data`` and a free port: its URL and PID, stopped after."""
     chroma = Path(sys.executable).with_name("chroma")
     if not chroma.exists():
         pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
     port = _free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
     log = (data / "server.log").open("wb")
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
     process = subprocess.Popen(
@@ -63,8 +63,9 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             if time.monotonic() > deadline:
                 pytest.fail("chroma run did not answer its heartbeat within 60 s")
             time.sleep(0.2)
-        yield url
+        yield url, process.pid
     finally:
+        os.kill(process.pid, signal.SIGCONT)  # a test may have left it stopped
         os.kill(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=15)
@@ -72,3 +73,17 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a ``chroma run`` server on a temporary directory, shared by the session."""
+    with _running_chroma(tmp_path_factory.mktemp("chroma-server")) as (url, _pid):
+        yield url
+
+
+@pytest.fixture
+def own_chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server of one test's own (URL and PID), for tests that stop it."""
+    with _running_chroma(tmp_path_factory.mktemp("own-chroma-server")) as server:
+        yield server

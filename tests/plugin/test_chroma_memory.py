@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +27,7 @@ from plugin.errors import (
     StoreUnavailableError,
     WrongSpaceError,
 )
-from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record
+from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +64,7 @@ class TestEmbedded(MemoryContract):
         with make_memory() as memory:
             memory.add([record("m1", "I keep bees.")])
         reopened = make_memory(create=False)
-        assert [r.text for r in reopened.get(["m1"])] == ["I keep bees."]
+        assert [r.text for r in reopened.get(["m1"], user_id="ann")] == ["I keep bees."]
         assert reopened.stats().size_bytes > 0
 
 
@@ -117,17 +121,31 @@ class TestServer(MemoryContract):
         writer.add([record("m1", "I keep bees.")])
         assert [c.id for c in reader.candidates("bees", "ann")] == ["m1"]
 
-    def test_an_l2_collection_on_the_server_is_refused(
-        self, chroma_server: str, embedder: SentenceTransformerEmbedder
+    def test_a_stopped_server_fails_within_the_timeout_and_recovers(
+        self,
+        own_chroma_server: tuple[str, int],
+        embedder: SentenceTransformerEmbedder,
+        opened: list[ChromaMemory],
     ) -> None:
-        where = parse_location(chroma_server)
-        client = chromadb.HttpClient(
-            host=where.host, port=where.port, settings=Settings(anonymized_telemetry=False)
-        )
-        name = _name()
-        client.create_collection(name, embedding_function=None)
-        with pytest.raises(WrongSpaceError, match="'l2' distance space"):
-            ChromaMemory(chroma_server, collection=name, embedder=embedder)
+        url, pid = own_chroma_server
+        memory = ChromaMemory(url, collection=_name(), embedder=embedder, timeout=1.5)
+        opened.append(memory)
+        memory.add([record("m1", "I keep bees.")])
+        os.kill(pid, signal.SIGSTOP)  # as if the server hung
+        try:
+            started = time.monotonic()
+            # Before: no timeout at all; a turn waited as long as the server did (45 s seen).
+            with pytest.raises(StoreUnavailableError) as raised:
+                memory.recall("bees", "ann")
+            assert f"the Chroma server at {url} did not answer within 1.5 s" in str(raised.value)
+            with pytest.raises(StoreUnavailableError, match=r"did not answer within 1\.5 s"):
+                asyncio.run(memory.retrieve(request("bees"), user_id="ann"))
+            with pytest.raises(StoreUnavailableError, match=r"did not answer within 1\.5 s"):
+                ChromaMemory(url, collection=_name(), embedder=embedder, timeout=1.5)
+            assert time.monotonic() - started < 60  # three bounded waits, not a hang
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert [hit.id for hit in memory.recall("bees", "ann").results] == ["m1"]
 
 
 # -------------------------------------------------------------------- embedded-only behaviour
@@ -136,32 +154,46 @@ class TestServer(MemoryContract):
 def test_an_existing_l2_collection_is_refused_with_the_reason(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
+    with ChromaMemory(tmp_path, collection="legacy", embedder=embedder) as memory:
+        name = memory.collection_for("ann")
     client = chromadb.PersistentClient(
         path=str(tmp_path), settings=Settings(anonymized_telemetry=False)
     )
-    client.create_collection("legacy", embedding_function=None)
+    metadata = {
+        "affect_memory_layout": "user-1",
+        "affect_memory_prefix": "legacy",
+        "affect_memory_user": "ann",
+    }
+    client.create_collection(name, metadata=metadata, embedding_function=None)
     client.close()
-    with pytest.raises(WrongSpaceError) as raised:
-        ChromaMemory(tmp_path, collection="legacy", embedder=embedder)
-    message = str(raised.value)
-    assert "'l2'" in message and "cosine" in message and "--collection" in message
-    # The refusal released the lock: a correct collection opens on the same path.
-    with ChromaMemory(tmp_path, collection="fresh", embedder=embedder) as memory:
-        assert memory.stats().space == "cosine"
+    with ChromaMemory(tmp_path, collection="legacy", embedder=embedder) as memory:
+        with pytest.raises(WrongSpaceError) as raised:
+            memory.add([record("m1", "I keep bees.")])
+        message = str(raised.value)
+        assert "'l2'" in message and "cosine" in message and "--collection" in message
+        # Other users' collections are created cosine on the same path.
+        memory.add([record("m1", "I keep bees.", user="bob")])
+        assert memory.recall("I keep bees.", "bob").results[0].distance < 0.01
+        with pytest.raises(WrongSpaceError):
+            memory.stats()  # stats lists every user, and ann's collection is unusable
 
 
 def test_a_collection_filled_by_another_embedder_is_refused(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
-    ChromaMemory(tmp_path, embedder=embedder).close()
+    with ChromaMemory(tmp_path, embedder=embedder) as memory:
+        memory.add([record("m1", "I keep bees.")])
 
     class Renamed(SentenceTransformerEmbedder):
         @property
         def name(self) -> str:
             return "some-other-model"
 
-    with pytest.raises(StoreError, match="'some-other-model'"):
-        ChromaMemory(tmp_path, embedder=Renamed())
+    with (
+        ChromaMemory(tmp_path, embedder=Renamed()) as other,
+        pytest.raises(StoreError, match="'some-other-model'"),
+    ):
+        other.recall("bees", "ann")
 
 
 def test_reading_a_missing_store_or_collection_never_creates_one(
@@ -170,9 +202,27 @@ def test_reading_a_missing_store_or_collection_never_creates_one(
     with pytest.raises(StoreUnavailableError, match="no memory store"):
         ChromaMemory(tmp_path / "absent", embedder=embedder, create=False)
     assert not (tmp_path / "absent").exists()
-    ChromaMemory(tmp_path, collection="present", embedder=embedder).close()
+    with ChromaMemory(tmp_path, collection="present", embedder=embedder) as memory:
+        memory.add([record("m1", "I keep bees.")])
     with pytest.raises(StoreError, match=r"no collection 'memories' .*present: present"):
         ChromaMemory(tmp_path, embedder=embedder, create=False)
+    with ChromaMemory(tmp_path, collection="present", embedder=embedder, create=False) as memory:
+        assert memory.recall("bees", "nobody").results == ()  # an unknown user reads nothing
+        assert memory.count() == 1
+
+
+def test_opening_creates_no_collection_until_a_user_writes(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with ChromaMemory(tmp_path, embedder=embedder) as memory:
+        assert memory.recall("bees", "ann").results == () and memory.count() == 0
+        assert memory.forget(["m1"], user_id="ann") == () and memory.get(["m1"], user_id="a") == ()
+        assert memory._client.list_collections() == []
+        memory.add([record("m1", "I keep bees.")])
+        (only,) = memory._client.list_collections()
+        assert only.name == memory.collection_for("ann")
+        assert only.name.startswith("memories.ann.") and len(only.name) == len("memories.ann.") + 32
+        assert only.metadata["affect_memory_user"] == "ann"
 
 
 _SECOND_PROCESS = textwrap.dedent(
@@ -261,9 +311,18 @@ def test_an_unreachable_server_is_a_clear_error(embedder: SentenceTransformerEmb
         ChromaMemory("http://127.0.0.1:9", embedder=embedder)
 
 
-def test_bad_collection_names_are_refused_before_anything_opens(tmp_path: Path) -> None:
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "5", 3601])
+def test_bad_timeouts_are_refused(timeout: object, embedder: SentenceTransformerEmbedder) -> None:
+    with pytest.raises(StoreError, match="timeout must be a number of seconds in"):
+        ChromaMemory(":memory:", embedder=embedder, timeout=timeout)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("prefix", ["a b", "ab", "a..b", "1.2.3.4", "-ab", "x" * 129, 7])
+def test_bad_collection_prefixes_are_refused_before_anything_opens(
+    tmp_path: Path, prefix: object
+) -> None:
     with pytest.raises(StoreError, match="collection name"):
-        ChromaMemory(tmp_path / "x", collection="a b")
+        ChromaMemory(tmp_path / "x", collection=prefix)  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()
 
 
@@ -304,25 +363,33 @@ def test_the_mapper_refuses_a_row_of_another_user() -> None:
         _candidates(*_columns([0.1, 0.2], ["ann", "anna"]), "ann")
 
 
-def test_the_mapper_refuses_rows_other_tools_wrote() -> None:
-    ids, docs, metas, dists = _columns([0.1], ["u"])
-    with pytest.raises(StoreError, match="lacks the affect-memory metadata key 'recall_count'"):
-        _candidates(
-            ids, docs, [{k: v for k, v in metas[0].items() if k != "recall_count"}], dists, "u"
-        )
+def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ids, docs, metas, dists = _columns([0.1, 0.2], ["u", "u"])
+    lacking = {k: v for k, v in metas[0].items() if k != "recall_count"}
+    with caplog.at_level("WARNING", logger="plugin.chroma_memory"):
+        rows = _to_rows(ids, docs, [lacking, metas[1]], dists, "u")
+    assert (rows.ids, rows.skipped) == (["m1"], ("m0",))
+    assert "'m0'" in caplog.text and "recall_count" in caplog.text
     malformed = (
         ("recall_count", 1.0),
+        ("recall_count", 2**53),
         ("episode", 1),
         ("significance", 1.5),
         ("significance", "high"),
+        ("significance", True),
         ("timestamp_epoch", float("nan")),
         ("timestamp", 0),
     )
     for key, value in malformed:
-        with pytest.raises(StoreError, match="malformed affect metadata"):
-            _candidates(ids, docs, [{**metas[0], key: value}], dists, "u")
+        rows = _to_rows(ids, docs, [{**metas[0], key: value}, metas[1]], dists, "u")
+        assert (rows.ids, rows.skipped) == (["m1"], ("m0",)), (key, value)
+        assert [c.id for c in rows.candidates()] == ["m1"]
+    nothing_left = _to_rows(ids[:1], docs[:1], [lacking], dists[:1], "u")
+    assert (nothing_left.ids, nothing_left.skipped) == ([], ("m0",))
     with pytest.raises(StoreError, match="ragged"):
-        _candidates(ids, docs, metas, [0.1, 0.2], "u")
+        _candidates(ids, docs, metas, [0.1], "u")
     assert _candidates([], [], [], [], "u") == []
 
 

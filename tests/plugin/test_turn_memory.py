@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectState, EmotionMap, GateResult, Message, Mood, TurnRecord, TurnResult
+from kernel import (
+    AffectState,
+    EmotionMap,
+    GateResult,
+    InvalidInputError,
+    Message,
+    Mood,
+    TurnRecord,
+    TurnResult,
+)
 from kernel.adapters import ScriptedModel
 from kernel.engine import AffectEngine
 from kernel.protocols import OutboxItem
@@ -67,7 +76,11 @@ def memory(chroma_dir: Path, embedder: SentenceTransformerEmbedder) -> Iterator[
 
 
 def _recall_counts(memory: ChromaMemory) -> dict[str, int]:
-    return {record.id: record.recall_count for record in memory.get([m["id"] for m in MEMORIES])}
+    counts: dict[str, int] = {}
+    for user in ("alice", "bob"):
+        records = memory.get([m["id"] for m in MEMORIES], user_id=user)
+        counts.update({record.id: record.recall_count for record in records})
+    return counts
 
 
 def _engine(
@@ -224,3 +237,67 @@ def test_the_default_policy_remembers_responding_turns_only() -> None:
     assert record.id == DefaultMemoryWritePolicy().record_for(turn, "alice").id  # type: ignore[union-attr]
     silent = turn.model_copy(update={"reply": None})
     assert DefaultMemoryWritePolicy().record_for(silent, "alice") is None
+
+
+async def test_a_turn_writes_only_to_its_own_users_memories(
+    memory: ChromaMemory, tmp_path: Path
+) -> None:
+    # bob holds a memory under the same id as one of alice's: ids are per user.
+    twin = MemoryRecord(
+        id="home-new", text="I moved to Berlin last week, says Bob.", user_id="bob", timestamp=NOW
+    )
+    memory.add([twin], progress=False)
+    store = SQLiteStateStore(tmp_path / "state.db")
+    effects = MemoryTurnEffects(memory)
+    result = await _engine(memory, store, effects, _model("Where do I live?")).turn(
+        "Where do I live?"
+    )
+    assert "home-new" in {scored.candidate.id for scored in result.memories}
+    # Before: the turn incremented whichever "home-new" Chroma held.
+    assert memory.get(["home-new"], user_id="alice")[0].recall_count == 1
+    assert memory.get(["home-new"], user_id="bob")[0].recall_count == 0
+    assert memory.count("bob") == 2 and memory.count("alice") == 5
+
+
+def test_an_outbox_item_names_its_user_and_an_older_one_falls_back_to_its_record(
+    memory: ChromaMemory,
+) -> None:
+    effects = MemoryTurnEffects(memory)
+    message = MemoryRecord(id="old-turn-msg", text="Hello again.", user_id="alice", timestamp=NOW)
+    older = OutboxItem(
+        id="old-turn-chroma-memory",
+        topic=MEMORY_TOPIC,
+        payload={  # planned before ids were per user: no user_id beside the record
+            "turn_id": "old-turn",
+            "recalled_ids": ["pet"],
+            "recalled_at": NOW.isoformat(),
+            "new_record": message.model_dump(mode="json"),
+        },
+    )
+    asyncio.run(effects.apply([older]))
+    assert memory.get(["pet"], user_id="alice")[0].recall_count == 1
+    assert memory.get(["old-turn-msg"], user_id="alice")[0].text == "Hello again."
+    unowned = OutboxItem(
+        id="x-chroma-memory",
+        topic=MEMORY_TOPIC,
+        payload={"turn_id": "x", "recalled_ids": ["pet"], "recalled_at": NOW.isoformat()},
+    )
+    with pytest.raises(InvalidInputError, match="names no user"):
+        asyncio.run(effects.apply([unowned]))
+    assert memory.get(["pet"], user_id="alice")[0].recall_count == 1
+
+
+def test_the_planned_outbox_item_carries_the_user(memory: ChromaMemory) -> None:
+    turn = TurnRecord(
+        conversation_id="c",
+        turn_time=NOW,
+        user_id="alice",
+        message=Message(role="user", content="I got the job!", timestamp=NOW.isoformat()),
+        reply=Message(role="assistant", content="Great!", timestamp=NOW.isoformat()),
+        intent="VULNERABILITY",
+        state=AffectState(),
+        active_emotions=EmotionMap({"joy": 0.6}),
+    )
+    (item,) = MemoryTurnEffects(memory).plan(turn)
+    assert item.payload["user_id"] == "alice"
+    assert item.payload["new_record"]["user_id"] == "alice"
