@@ -37,12 +37,23 @@ def loads_strict(text: str) -> Any:
 
 
 def read_jsonl(
-    path: Path | str, *, error: type[AffectMemoryError] = RecordError
+    path: Path | str,
+    *,
+    error: type[AffectMemoryError] = RecordError,
+    problems: list[str] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for every non-blank line; ``-`` reads standard input.
 
-    A bad line raises ``error`` naming the file and the line number.
+    A bad line raises ``error`` naming the file and the line number; when ``problems`` is
+    given, it is appended there instead and reading goes on, so one error can list them all.
+    An unreadable or non-UTF-8 file always raises.
     """
+
+    def bad(message: str) -> None:
+        if problems is None:
+            raise error(message)
+        problems.append(message)
+
     path = Path(path)
     try:
         handle = sys.stdin if str(path) == "-" else path.open(encoding="utf-8")
@@ -56,11 +67,11 @@ def read_jsonl(
                 try:
                     value = loads_strict(line)
                 except ValueError as problem:
-                    raise error(f"{path} line {number}: invalid JSON: {problem}") from None
+                    bad(f"{path} line {number}: invalid JSON: {problem}")
+                    continue
                 if not isinstance(value, dict):
-                    raise error(
-                        f"{path} line {number}: expected a JSON object, got {type(value).__name__}"
-                    )
+                    bad(f"{path} line {number}: expected a JSON object, got {type(value).__name__}")
+                    continue
                 yield number, value
         except UnicodeDecodeError as problem:
             raise error(f"{path}: not UTF-8 text ({problem.reason})") from None

@@ -27,8 +27,8 @@ def default_data_dir() -> Path:
 
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--data-dir``, ``--chroma`` and ``--collection``."""
-    from plugin.chroma_memory import DEFAULT_COLLECTION
+    """Add ``--data-dir``, ``--chroma``, ``--collection`` and ``--timeout``."""
+    from plugin.chroma_memory import DEFAULT_COLLECTION, DEFAULT_TIMEOUT
 
     parser.add_argument(
         "--data-dir",
@@ -48,7 +48,15 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         "--collection",
         default=DEFAULT_COLLECTION,
         metavar="NAME",
-        help=f"Chroma collection (default {DEFAULT_COLLECTION})",
+        help=f"prefix of the Chroma collections, one per user, named NAME.<user>.<hash> "
+        f"(default {DEFAULT_COLLECTION})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"longest wait for one Chroma server request (default {DEFAULT_TIMEOUT:g})",
     )
 
 
@@ -67,4 +75,6 @@ def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
         location: str | Path = args.chroma
     else:
         location = (args.data_dir or default_data_dir()) / "chroma"
-    return ChromaMemory(location, collection=args.collection, create=create)
+    timeout = getattr(args, "timeout", None)
+    options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    return ChromaMemory(location, collection=args.collection, create=create, **options)

@@ -1,4 +1,4 @@
-"""``affect-memory forget ID...``: delete memories by id."""
+"""``affect-memory forget ID... --user-id USER``: delete one user's memories by id."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``forget`` sub-command."""
     parser = commands.add_parser(
         "forget",
-        help="delete memories by id",
-        description="Delete memories by id; ids that are not stored are reported, not errors.",
+        help="delete a user's memories by id",
+        description=(
+            "Delete the memories with these ids from USER's memories; ids that user does not "
+            "have are reported, not errors. --user-id is required: ids are per user, so the "
+            "same id may name another user's memory, which forget never touches."
+        ),
     )
     parser.add_argument("ids", nargs="+", metavar="ID", help="memory ids")
     parser.add_argument(
-        "--user-id", default=None, help="only delete the ids that belong to this user"
+        "--user-id", required=True, metavar="USER", help="whose memories to delete (required)"
     )
     parser.add_argument("--json", action="store_true", help='print {"forgotten", "not_found"}')
     add_store_arguments(parser)
@@ -37,6 +41,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         line = f"forgot {len(removed)} memor{'y' if len(removed) == 1 else 'ies'}"
         if missing:
-            line += f"; not found{' for that user' if args.user_id else ''}: {', '.join(missing)}"
+            line += f"; not found for {args.user_id!r}: {', '.join(missing)}"
         print(line)
     return 0

@@ -18,9 +18,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Validate every line as a MemoryRecord (id, text, user_id, zoned timestamp, "
             "significance, episode, emotional_valence, recall_count, agent_id, "
-            "conversation_id, last_recalled_at, extra) and store them. A bad line exits 2 "
-            "naming the line and field, and nothing is written. Ids already stored are "
-            "skipped, so ingesting a file twice is harmless."
+            "conversation_id, last_recalled_at, extra) and store them, each user's in that "
+            "user's collection. Bad lines exit 2 naming every line, field and value (the "
+            "first 20), and nothing is written; a write that fails part way takes back what "
+            "it stored. Ids a user already has are skipped, so ingesting a file twice is "
+            "harmless; ids are per user."
         ),
     )
     parser.add_argument("file", type=Path, metavar="FILE.jsonl", help="records, one per line")
@@ -37,19 +39,30 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Validate the whole file first, then write; print what was stored."""
     from plugin.errors import RecordError
-    from plugin.records import parse_record
+    from plugin.records import problems_message, record_problems
 
     records = []
-    first_line: dict[str, int] = {}
-    for number, value in read_jsonl(args.file):
-        record = parse_record(value, where=f"{args.file} line {number}")
-        if record.id in first_line:
-            raise RecordError(
-                f"{args.file} line {number}: id {record.id!r} repeats line {first_line[record.id]}"
+    problems: list[str] = []
+    has_records = False
+    first_line: dict[tuple[str, str], int] = {}
+    for number, value in read_jsonl(args.file, problems=problems):
+        has_records = True
+        record, found = record_problems(value, where=f"{args.file} line {number}")
+        if record is None:
+            problems.extend(text for text, _ in found)
+            continue
+        key = (record.user_id, record.id)
+        if key in first_line:
+            problems.append(
+                f"{args.file} line {number}: id {record.id!r} of user {record.user_id!r} "
+                f"repeats line {first_line[key]}"
             )
-        first_line[record.id] = number
+            continue
+        first_line[key] = number
         records.append(record)
-    if not records:
+    if problems:
+        raise RecordError(problems_message(problems))
+    if not has_records:
         raise RecordError(f"{args.file}: no records (expected one JSON object per line)")
     progress = False if args.no_progress else None
     with open_memory(args, create=True) as memory:
@@ -58,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             report = memory.add(records, progress=progress)
         where = f"collection {memory.collection_name!r} at {memory.location}"
+    noun = "memory" if report.written == 1 else "memories"
     skipped = f", {len(report.skipped)} already stored and skipped" if report.skipped else ""
-    print(f"ingested {report.written} memories into {where}{skipped}")
+    print(f"ingested {report.written} {noun} into {where}{skipped}")
     return 0

@@ -25,8 +25,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "with the kernel (similarity x recency x salience + episode bonus, x mood "
             "congruence). Read-only: recall counts are not changed. With --queries, read one "
             '{"query", "user_id", "mood_valence"?} object per line and print one JSON result '
-            "per line, loading the model once. In --json output 'episode' is the episode "
-            "bonus added to the score."
+            "per line, loading the model once and embedding the queries in one batch: scores "
+            "then agree with one-query recall within 1e-6, and the order too except between "
+            "results that close. In --json output 'episode' is the episode bonus added to the "
+            "score and 'skipped' lists stored rows too malformed to score."
         ),
     )
     parser.add_argument("query", nargs="?", metavar="QUERY", help="the query text")
@@ -57,13 +59,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _batch(path: Path) -> list[Any]:
     from kernel.errors import InvalidInputError
-    from plugin.chroma_memory import parse_recall_query
+    from plugin.chroma_memory import recall_query_problems
+    from plugin.records import problems_message
 
-    queries = [
-        parse_recall_query(value, where=f"{path} line {number}")
-        for number, value in read_jsonl(path)
-    ]
-    if not queries:
+    queries = []
+    problems: list[str] = []
+    lines = 0
+    for number, value in read_jsonl(path, error=InvalidInputError, problems=problems):
+        lines += 1
+        query, found = recall_query_problems(value, where=f"{path} line {number}")
+        if query is None:
+            problems.extend(found)
+        else:
+            queries.append(query)
+    if problems:
+        raise InvalidInputError(problems_message(problems))
+    if not lines:
         raise InvalidInputError(f"{path}: no queries (expected one JSON object per line)")
     return queries
 

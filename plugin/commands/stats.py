@@ -1,4 +1,4 @@
-"""``affect-memory stats``: memories per user, the collection's distance space and size."""
+"""``affect-memory stats``: memories per user, the collections' distance space and size."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser = commands.add_parser(
         "stats",
         help="memories per user, distance space, HNSW settings and size on disk",
-        description="Report the memory collection: counts per user, space, HNSW and size.",
+        description=(
+            "Report the memories under the collection prefix: counts per user (one Chroma "
+            "collection each, listed by the users' real ids), space, HNSW and size on disk."
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print the stats as JSON")
     add_store_arguments(parser)
@@ -33,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     hnsw = ", ".join(f"{key}={value}" for key, value in stats.hnsw.items())
     size = "n/a (server or in-memory)" if stats.size_bytes is None else f"{stats.size_bytes:,} B"
+    collections = f"{stats.collections} user collection{'s' if stats.collections != 1 else ''}"
     print(
-        f"collection {stats.collection!r} at {stats.location}\n"
+        f"collection {stats.collection!r} at {stats.location}: {collections}\n"
         f"space {stats.space} ({hnsw}); embedder {stats.embedder}; size {size}\n"
     )
     rows = [[user, count] for user, count in stats.users.items()]
