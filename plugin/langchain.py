@@ -2,8 +2,9 @@
 
 Each document's ``page_content`` is the memory text and its metadata holds every factor of the
 kernel's score (see ``RecallHit``), so a chain can show or filter on why a memory ranked where
-it did. Recall is read-only: retrieving does not bump recall counts. Needs the ``langchain``
-extra (``langchain-core``).
+it did. Recall is read-only: retrieving does not bump recall counts. ``invoke(query, k=N)``
+returns N documents for that call (LangChain's usual per-call option). Needs the
+``langchain`` extra (``langchain-core``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Any
 from pydantic import ValidationError, field_validator
 
 from kernel.bounds import check_int, check_number
-from kernel.errors import InvalidInputError
+from kernel.errors import InvalidInputError, shown
 from plugin.chroma_memory import DEFAULT_CANDIDATES, MAX_CANDIDATES, ChromaMemory
-from plugin.errors import MissingExtraError
+from plugin.errors import MissingExtraError, TimestampError
+from plugin.records import check_identifier, explain_error, problems_message
 from plugin.timestamps import normalize_timestamp
 
 try:
@@ -35,6 +37,16 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 __all__ = ["AffectMemoryRetriever"]
 
+_IGNORED_OPTIONS = ("verbose",)
+"""Options LangChain itself leaves in ``invoke``'s keyword arguments."""
+
+
+def _count(value: object) -> int:
+    count = check_int(value, 1)
+    if count > MAX_CANDIDATES:
+        raise ValueError(f"must be between 1 and {MAX_CANDIDATES}, got {shown(value)}")
+    return count
+
 
 class AffectMemoryRetriever(BaseRetriever):
     """Retrieves one user's memories, reranked by the affect kernel, as LangChain documents.
@@ -50,35 +62,27 @@ class AffectMemoryRetriever(BaseRetriever):
     now: datetime | None = None
 
     def __init__(self, **data: Any) -> None:
-        """Validate every field; a bad one raises ``InvalidInputError`` naming it and its value."""
+        """Validate every field; bad ones raise ``InvalidInputError`` naming each and its value."""
         try:
             super().__init__(**data)
         except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "retriever"
-            cause = (first.get("ctx") or {}).get("error")
-            if first["type"] == "missing":
-                detail = "is required"
-            elif cause is not None:
-                detail = str(cause)
-            else:
-                detail = f"{first['msg'][:1].lower()}{first['msg'][1:]}, got {first['input']!r}"
-            raise InvalidInputError(f"AffectMemoryRetriever {field} {detail}") from None
+            problems = [explain_error(item)[0] for item in error.errors()]
+            raise InvalidInputError(
+                f"AffectMemoryRetriever {problems_message(problems)}"
+            ) from None
 
     @field_validator("user_id", mode="before")
     @classmethod
     def _check_user(cls, value: object) -> str:
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"must be a non-empty string (recall is per user), got {value!r}")
-        return value
+        try:
+            return check_identifier(value)
+        except ValueError as error:
+            raise ValueError(f"{error} (recall is per user)") from None
 
     @field_validator("top_k", "candidates", mode="before")
     @classmethod
     def _check_count(cls, value: object) -> int:
-        count = check_int(value, 1)
-        if count > MAX_CANDIDATES:
-            raise ValueError(f"must be between 1 and {MAX_CANDIDATES}, got {value!r}")
-        return count
+        return _count(value)
 
     @field_validator("mood_valence", mode="before")
     @classmethod
@@ -88,16 +92,36 @@ class AffectMemoryRetriever(BaseRetriever):
     @field_validator("now", mode="before")
     @classmethod
     def _check_now(cls, value: object) -> datetime | None:
-        return None if value is None else normalize_timestamp(value, field="now").moment
+        if value is None:
+            return None
+        try:
+            return normalize_timestamp(value, field="now").moment
+        except TimestampError as error:
+            # The error's location names the field already: drop the timestamp's own label.
+            raise ValueError(str(error).removeprefix("now ")) from None
 
-    def _documents(self, query: str) -> list[Document]:
+    def _documents(self, query: str, options: dict[str, Any]) -> list[Document]:
+        k = options.pop("k", None)
+        for name in _IGNORED_OPTIONS:
+            options.pop(name, None)
+        if options:
+            raise InvalidInputError(
+                "AffectMemoryRetriever.invoke takes k (how many documents) as its only option, "
+                f"got {', '.join(sorted(options))}"
+            )
+        top_k = self.top_k
+        if k is not None:
+            try:
+                top_k = _count(k)
+            except ValueError as error:
+                raise InvalidInputError(f"AffectMemoryRetriever k {error}") from None
         result = self.memory.recall(
             query,
             self.user_id,
             mood_valence=self.mood_valence,
             now=self.now,
-            top_k=self.top_k,
-            candidates=max(self.candidates, self.top_k),
+            top_k=top_k,
+            candidates=max(self.candidates, top_k),
         )
         documents = []
         for hit in result.results:
@@ -108,13 +132,13 @@ class AffectMemoryRetriever(BaseRetriever):
         return documents
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        """The ranked documents for ``query``, best first."""
-        return self._documents(query)
+        """The ranked documents for ``query``, best first (``k=`` overrides ``top_k``)."""
+        return self._documents(query, options)
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
         """The ranked documents for ``query``; embedding and Chroma run in a worker thread."""
-        return await asyncio.to_thread(self._documents, query)
+        return await asyncio.to_thread(self._documents, query, options)

@@ -113,6 +113,42 @@ def test_results_stay_within_the_user(memory: ChromaMemory) -> None:
     assert AffectMemoryRetriever(memory=memory, user_id="carol").invoke("cat") == []
 
 
+def test_invoke_takes_k_for_one_call(memory: ChromaMemory) -> None:
+    retriever = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW)
+    # Before: LangChain dropped k, and the retriever returned its top_k documents.
+    assert [d.metadata["id"] for d in retriever.invoke("what is my pet called?", k=1)] == ["cat"]
+    assert len(retriever.invoke("what is my pet called?", k=2)) == 2
+    assert len(retriever.invoke("what is my pet called?")) == 3
+    with pytest.raises(InvalidInputError, match="AffectMemoryRetriever k must be >= 1, got 0"):
+        retriever.invoke("pets", k=0)
+    with pytest.raises(InvalidInputError, match=r"takes k .* as its only option, got top"):
+        retriever.invoke("pets", top=1)
+
+
+async def test_ainvoke_takes_k_too(memory: ChromaMemory) -> None:
+    retriever = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW)
+    documents = await retriever.ainvoke("what is my pet called?", k=1)
+    assert [d.metadata["id"] for d in documents] == ["cat"]
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_query_is_refused(memory: ChromaMemory, blank: str) -> None:
+    retriever = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW)
+    with pytest.raises(InvalidInputError, match="query must be a non-empty, non-blank"):
+        retriever.invoke(blank)
+
+
+def test_errors_name_each_field_once(memory: ChromaMemory) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        AffectMemoryRetriever(memory=memory, user_id="alice", now="2026-06-01T12:00:00")
+    # Before: "AffectMemoryRetriever now now must carry a UTC offset ...".
+    assert str(raised.value).startswith("AffectMemoryRetriever now must carry a UTC offset")
+    with pytest.raises(InvalidInputError) as both:
+        AffectMemoryRetriever(memory=memory, user_id="", top_k=0)
+    assert "user_id must be a non-empty string" in str(both.value)
+    assert "top_k must be >= 1, got 0" in str(both.value) and "(2 problems)" in str(both.value)
+
+
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
