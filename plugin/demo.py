@@ -25,12 +25,11 @@ from kernel import (
     mood_octant,
 )
 from kernel.adapters import ScriptedModel
-from kernel.errors import shown
 from kernel.models import MemoryCandidate
 from kernel.protocols import MemoryRetriever, RetrievalInput
 from plugin.errors import RecordError, StoreError
 from plugin.jsonl import read_jsonl
-from plugin.records import MemoryRecord, parse_record
+from plugin.records import MemoryRecord, problems_message, record_problems
 from plugin.tables import format_table
 
 __all__ = [
@@ -121,18 +120,30 @@ class _RecordingRetriever:
 
 
 def read_memories(path: Path) -> tuple[MemoryRecord, ...]:
-    """Every record of a JSON Lines file, read as ``ingest`` reads it: errors name the line."""
+    """Every record of a JSON Lines file, read as ``ingest`` reads it: the same strict reader
+    and record validation, every bad line listed by file and line number."""
     records: list[MemoryRecord] = []
-    first_line: dict[str, int] = {}
-    for number, value in read_jsonl(path):
-        record = parse_record(value, where=f"{path} line {number}")
-        if record.id in first_line:
-            raise RecordError(
-                f"{path} line {number}: id {shown(record.id)} repeats line {first_line[record.id]}"
+    problems: list[str] = []
+    has_records = False
+    first_line: dict[tuple[str, str], int] = {}
+    for number, value in read_jsonl(path, problems=problems):
+        has_records = True
+        record, found = record_problems(value, where=f"{path} line {number}")
+        if record is None:
+            problems.extend(text for text, _ in found)
+            continue
+        key = (record.user_id, record.id)
+        if key in first_line:
+            problems.append(
+                f"{path} line {number}: id {record.id!r} of user {record.user_id!r} "
+                f"repeats line {first_line[key]}"
             )
-        first_line[record.id] = number
+            continue
+        first_line[key] = number
         records.append(record)
-    if not records:
+    if problems:
+        raise RecordError(problems_message(problems))
+    if not has_records:
         raise RecordError(f"{path}: no records (expected one JSON object per line)")
     return tuple(records)
 

@@ -117,13 +117,28 @@ def test_an_unusable_data_dir_exits_2_with_one_line(
     assert captured.out == ""
 
 
+_GOOD = SAMPLE_MEMORIES.read_text(encoding="utf-8").splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [_GOOD, json.dumps({**json.loads(_GOOD), "id": "bad", "significance": 5})],
+        [
+            _GOOD,
+            json.dumps({**json.loads(_GOOD), "id": "bad", "significance": 5}),
+            "{not json",
+            _GOOD,
+            json.dumps({**json.loads(_GOOD), "id": "naive", "timestamp": "2026-01-01T00:00:00"}),
+        ],
+    ],
+    ids=["one-bad-line", "every-bad-line-listed"],
+)
 def test_bad_memories_are_named_by_line_like_ingest_and_nothing_is_created(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lines: list[str]
 ) -> None:
-    good = SAMPLE_MEMORIES.read_text(encoding="utf-8").splitlines()[0]
-    bad = json.dumps({**json.loads(good), "id": "bad", "significance": 5})
     memories = tmp_path / "naive.jsonl"
-    memories.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+    memories.write_text("\n".join(lines) + "\n", encoding="utf-8")
     data_dir = tmp_path / "data"
 
     assert main(["demo", "--data-dir", str(data_dir), "--memories", str(memories)]) == 2
