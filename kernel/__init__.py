@@ -16,6 +16,7 @@ from kernel.affect import (
 )
 from kernel.appraisal import (
     BUILTIN_INTENTS,
+    CUSTOM_INTENT_PATTERN,
     DEFAULT_AFFECT_DYNAMICS,
     DEFAULT_EXPECTATION_CUES,
     DEFAULT_STAGE_LADDER,
@@ -37,7 +38,14 @@ from kernel.appraisal import (
     stage_int,
     state_emotions,
 )
-from kernel.batch import BatchScores, rank_batch, score_batch
+from kernel.batch import (
+    BatchScores,
+    CandidateColumns,
+    RankedColumns,
+    rank_batch,
+    rank_columns,
+    score_batch,
+)
 from kernel.engine import AffectEngine, EngineLimits, normalize_intent
 from kernel.errors import (
     AffectMemoryError,
@@ -88,13 +96,13 @@ from kernel.protocols import (
     TurnRecord,
     TurnResult,
 )
+from kernel.ranking import candidate_columns, rank_candidates
 from kernel.retrieval import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     RetrievalWeights,
     ScoredCandidate,
     candidate_score,
     mood_congruence_factor,
-    rank_candidates,
     recency_weight,
     score_candidate,
 )
@@ -114,6 +122,7 @@ except _metadata.PackageNotFoundError:  # a bare source tree without an installe
 
 __all__ = [
     "BUILTIN_INTENTS",
+    "CUSTOM_INTENT_PATTERN",
     "DEFAULT_AFFECT_CONTROLS",
     "DEFAULT_AFFECT_DYNAMICS",
     "DEFAULT_EVIDENCE_LIMITS",
@@ -131,6 +140,7 @@ __all__ = [
     "AppraisalPolicy",
     "AttachmentState",
     "BatchScores",
+    "CandidateColumns",
     "CognitionState",
     "CorruptStateError",
     "DecodingParams",
@@ -160,6 +170,7 @@ __all__ = [
     "Personality",
     "PresenceLabels",
     "PromptWording",
+    "RankedColumns",
     "RelationshipState",
     "RetrievalInput",
     "RetrievalWeights",
@@ -181,6 +192,7 @@ __all__ = [
     "build_presence_vector",
     "build_system_prompt",
     "build_untrusted_context",
+    "candidate_columns",
     "candidate_score",
     "clean_text",
     "decay_mood",
@@ -196,6 +208,7 @@ __all__ = [
     "presence_line",
     "rank_batch",
     "rank_candidates",
+    "rank_columns",
     "recency_weight",
     "score_batch",
     "score_candidate",

@@ -31,6 +31,7 @@ from kernel.parameters import Name, ParameterModel, unique
 
 __all__ = [
     "BUILTIN_INTENTS",
+    "CUSTOM_INTENT_PATTERN",
     "DEFAULT_AFFECT_DYNAMICS",
     "DEFAULT_EXPECTATION_CUES",
     "DEFAULT_STAGE_LADDER",
@@ -146,6 +147,10 @@ DEFAULT_INTENT_IMPULSES: tuple[IntentImpulse, ...] = (
 
 BUILTIN_INTENTS = tuple(impulse.intent for impulse in DEFAULT_INTENT_IMPULSES)
 """The seven intents of the reference policy."""
+
+CUSTOM_INTENT_PATTERN = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+"""What a custom intent label must match in full: an upper-case letter, then up to 63
+upper-case letters, digits or ``_`` (the engine and the gate share this rule)."""
 
 DEFAULT_CARRY_DECAY = (
     ("reproach", 0.70),

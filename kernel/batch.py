@@ -1,7 +1,10 @@
 """Columnar memory scoring and top-k ranking over numpy arrays, identical to the scalar scorer.
 
-Public functions validate their columns; private ones compute, vectorised and in place.
-Every score follows the scalar path's floating-point operations in the same order
+``score_batch`` and ``rank_batch`` validate raw arrays; ``rank_columns`` ranks
+``CandidateColumns`` whose values were checked where they came from (kernel candidates, or a
+store's mapper), and is the one ranking path of engine turns and of recalls. Private
+functions compute, vectorised and in place. Every score follows the scalar path's
+floating-point operations in the same order
 (``(similarity * recency * salience + bonus) * congruence``), so results agree bit for bit
 with :func:`kernel.retrieval.score_candidate` whenever the ages in days agree.
 
@@ -13,6 +16,7 @@ arithmetic, is the bound.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -21,27 +25,27 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kernel.bounds import check_number, parse_zoned
+from kernel.bounds import check_limit, check_number, require_zoned_now
 from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from kernel.retrieval import (
-    DEFAULT_RETRIEVAL_WEIGHTS,
-    SECONDS_PER_DAY,
-    RetrievalWeights,
-    ScoredCandidate,
-    _age_days,
-    _require_zoned_now,
-    check_limit,
-)
+from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, SECONDS_PER_DAY, RetrievalWeights
 
-__all__ = ["BatchScores", "rank_batch", "score_batch"]
+__all__ = [
+    "DISTANCE_TOLERANCE",
+    "BatchScores",
+    "CandidateColumns",
+    "RankedColumns",
+    "rank_batch",
+    "rank_columns",
+    "score_batch",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.intp]
 Counts = npt.NDArray[np.integer[Any]]
 
 DISTANCE_TOLERANCE: Final = 1e-6
-"""Float noise around [0, 2] that is clamped rather than refused (vector stores produce it)."""
+"""Float noise around [0, 2] that is clamped rather than refused (vector stores produce it;
+-2.4e-7 was seen from Chroma)."""
 
 _BLOCK: Final = 65536
 """Candidates per block: a block's columns and scratch stay in (L3) cache between passes."""
@@ -188,7 +192,7 @@ def score_batch(
     moments: FloatArray | None = None
     now_epoch: float | None = None
     if now is not None:
-        now_epoch = _require_zoned_now(now).timestamp()
+        now_epoch = require_zoned_now(now).timestamp()
     if timestamps is not None:
         if now_epoch is None:
             raise InvalidInputError("timestamps need now, a zoned datetime")
@@ -289,9 +293,11 @@ def _score_columns(
     mood_valence: float,
     congruence_on: bool,
     weights: RetrievalWeights,
+    *,
+    checked: bool = False,
 ) -> BatchScores:
-    """Validate and score block by block; ``moments`` are epoch seconds when ``now_epoch``
-    is given, else ages in days (None: every timestamp missing)."""
+    """Validate (unless ``checked``) and score block by block; ``moments`` are epoch seconds
+    when ``now_epoch`` is given, else ages in days (None: every timestamp missing)."""
     n = distances.shape[0]
     # One allocation for all six outputs: a single mapping faults in far fewer pages than six
     # (at a million candidates, first-touching fresh memory costs about as much as scoring).
@@ -322,6 +328,7 @@ def _score_columns(
             salience[start:stop],
             congruence[start:stop],
             bonus[start:stop],
+            checked,
         )
     for array in (score, similarity, recency, salience, congruence, bonus):
         array.flags.writeable = False
@@ -353,12 +360,15 @@ def _score_block(
     salience: FloatArray,
     congruence: FloatArray,
     bonus: FloatArray,
+    checked: bool,
 ) -> None:
-    """Check one block of every column, then write its scores into the output slices."""
-    distances = _checked_distances(distances, offset)
-    _require_finite("significance", significance, offset)
-    _require_finite("memory_valences", valences, offset)
-    _check_counts(recall_counts, offset)
+    """Check one block of every column (unless ``checked``), then write its scores into the
+    output slices."""
+    if not checked:
+        distances = _checked_distances(distances, offset)
+        _require_finite("significance", significance, offset)
+        _require_finite("memory_valences", valences, offset)
+        _check_counts(recall_counts, offset)
 
     # similarity = 1 - distance / 2
     np.divide(distances, 2.0, out=similarity)
@@ -369,7 +379,11 @@ def _score_block(
     # (np.clip would be one pass instead of two, but costs more per call than it saves.)
     if moments is not None:
         name = "ages_days" if now_epoch is None else "timestamps"
-        unknown = np.isnan(moments) if _has_missing(name, moments, offset) else None
+        if checked:
+            missing = not math.isfinite(np.add.reduce(moments))
+        else:
+            missing = _has_missing(name, moments, offset)
+        unknown = np.isnan(moments) if missing else None
         if now_epoch is None:
             np.divide(moments, weights.recency_horizon_days, out=recency)
         else:  # age in days = (now - timestamp) / 86400, as timedelta.total_seconds() / 86400
@@ -508,79 +522,96 @@ def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray
     return pool[order[first]]
 
 
-# ---------------------------------------------------------------- candidates to columns
-
-_MAX_COUNT: Final = int(np.iinfo(np.int64).max)
+# ---------------------------------------------------------------- checked columns
 
 
-@lru_cache(maxsize=16384)
-def _moment(text: str) -> datetime | None:
-    """A parsed zoned ISO timestamp, memoised: recalls see the same memories again and again."""
-    try:
-        return parse_zoned(text)
-    except (ValueError, OverflowError):
-        return None
+@dataclass(frozen=True, slots=True)
+class CandidateColumns:
+    """Candidates as columns, one value per candidate, each already checked: what ranking reads.
 
-
-def _age_in_days(timestamp: object, now: datetime) -> float:
-    """:func:`kernel.retrieval._age_days` with parsed strings memoised; NaN when unusable."""
-    if isinstance(timestamp, str):
-        moment = _moment(timestamp)
-    elif isinstance(timestamp, datetime):
-        age = _age_days(timestamp, now)
-        return math.nan if age is None else age
-    else:
-        return math.nan
-    if moment is None:
-        return math.nan
-    try:  # the same arithmetic as _age_days, so the same bits
-        return (now - moment).total_seconds() / SECONDS_PER_DAY
-    except OverflowError:
-        return math.nan
-
-
-def _rank_columns(
-    pool: tuple[MemoryCandidate, ...],
-    now: datetime,
-    mood_valence: float,
-    limit: int,
-    congruence_on: bool,
-    weights: RetrievalWeights,
-) -> tuple[ScoredCandidate, ...]:
-    """``rank_candidates`` on validated candidates: columns once, score, top-k, then models.
-
-    Ages come from the same timedelta arithmetic as :func:`recency_weight`, so the scores
-    equal the scalar ones bit for bit.
+    Values are trusted, not checked again: build them with ``kernel.ranking.candidate_columns``
+    from validated ``MemoryCandidate``s, or from columns a store's mapper has checked (finite,
+    distances clamped into [0, 2], counts >= 0). Raw arrays go through ``score_batch`` instead.
+    ``epochs`` are the timestamps in epoch seconds, NaN for a missing or unusable one.
     """
+
+    ids: Sequence[str]
+    distances: FloatArray
+    epochs: FloatArray
+    significance: FloatArray
+    recall_counts: Counts
+    episodes: npt.NDArray[np.bool_]
+    valences: FloatArray
+
+    def __post_init__(self) -> None:
+        columns = (
+            self.distances,
+            self.epochs,
+            self.significance,
+            self.recall_counts,
+            self.episodes,
+            self.valences,
+        )
+        if any(column.shape != (len(self.ids),) for column in columns):
+            raise InvalidInputError(
+                f"CandidateColumns needs one value per id in every column, got {len(self.ids)} "
+                f"ids and columns of shapes {[column.shape for column in columns]}"
+            )
+
+    def __len__(self) -> int:
+        """The number of candidates."""
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedColumns:
+    """A ranking of ``CandidateColumns``: the chosen indices, best first, and every factor."""
+
+    order: tuple[int, ...]
+    """Indices into the columns of the best ``limit`` distinct ids, in rank order."""
+    scores: BatchScores
+    """Score and factors of every candidate (ranked or not), by index."""
+
+
+def rank_columns(
+    columns: CandidateColumns,
+    now: datetime,
+    *,
+    mood_valence: float = 0.0,
+    limit: int = 4,
+    congruence_on: bool = True,
+    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+) -> RankedColumns:
+    """Score checked columns at ``now`` and keep the best ``limit`` distinct ids.
+
+    The one ranking path: an engine turn (``kernel.ranking.rank_candidates``) and a store's
+    recall both rank through here, so the same memories get the same bits. Ages are
+    ``(now - epoch) / 86400`` in float seconds; the best of each id is kept (first seen wins a
+    tie) and ties in score go to the lower id in code-point order.
+    """
+    limit = check_limit(limit)
+    now_epoch = require_zoned_now(now).timestamp()
     mood = _checked_mood(mood_valence, congruence_on)
     if not isinstance(weights, RetrievalWeights):
         raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
-    if not pool:
-        return ()
-    scored = _score_columns(
-        np.array([candidate.distance for candidate in pool], dtype=np.float64),
-        np.array([_age_in_days(c.timestamp, now) for c in pool], dtype=np.float64),
-        None,
-        np.array([candidate.significance for candidate in pool], dtype=np.float64),
-        np.array([min(c.recall_count, _MAX_COUNT) for c in pool], dtype=np.int64),
-        np.array([candidate.episode for candidate in pool], dtype=np.bool_),
-        np.array([candidate.emotional_valence for candidate in pool], dtype=np.float64),
+    if not isinstance(columns, CandidateColumns):
+        raise InvalidInputError(f"columns must be CandidateColumns, got {type(columns).__name__}")
+    scores = _score_columns(
+        columns.distances,
+        columns.epochs,
+        now_epoch,
+        columns.significance,
+        columns.recall_counts,
+        columns.episodes,
+        columns.valences,
         mood,
         congruence_on,
         weights,
+        checked=True,
     )
-    chosen = _top_k(_id_column([candidate.id for candidate in pool]), scored.score, limit)
-    # The factors come from validated columns and are finite by construction, so the models
-    # are built without validating each one again (the hot path of every recall).
-    return tuple(
-        ScoredCandidate.model_construct(
-            candidate=pool[index],
-            score=float(scored.score[index]),
-            similarity=float(scored.similarity[index]),
-            recency=float(scored.recency[index]),
-            salience=float(scored.salience[index]),
-            congruence=float(scored.congruence[index]),
-            episode_bonus=float(scored.episode_bonus[index]),
-        )
-        for index in chosen.tolist()
-    )
+    if not len(columns):
+        return RankedColumns((), scores)
+    # One reduction guards the trust: unchecked garbage (NaN) cannot slip into a ranking.
+    _require_finite("scores", scores.score)
+    chosen = _top_k(_id_column(columns.ids), scores.score, limit)
+    return RankedColumns(tuple(chosen.tolist()), scores)

@@ -1,4 +1,7 @@
-"""Reusable validated number and text types that name the bound and the bad value."""
+"""Reusable validated number and text types, and the checks every kernel module shares.
+
+Each check names the bound and the bad value.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +12,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from kernel.errors import shown
+from kernel.errors import InvalidInputError, shown
 
 __all__ = [
+    "MAX_CONVERSATION_ID_CHARS",
     "CosineDistance",
     "FiniteFloat",
     "NonNegativeFloat",
@@ -20,10 +24,16 @@ __all__ = [
     "SignedUnit",
     "UnitInterval",
     "ZonedTimestamp",
+    "check_conversation_id",
     "check_int",
+    "check_limit",
     "check_number",
     "parse_zoned",
+    "require_zoned_now",
 ]
+
+MAX_CONVERSATION_ID_CHARS = 256
+"""Longest conversation id an engine or a store accepts."""
 
 
 def check_number(value: Any, low: float = -math.inf, high: float = math.inf) -> float:
@@ -64,6 +74,38 @@ def parse_zoned(value: str | datetime) -> datetime:
             f"must carry a UTC offset or 'Z' (naive timestamps are ambiguous): {shown(value)}"
         )
     return moment
+
+
+def check_limit(value: object, name: str = "limit", *, minimum: int = 0) -> int:
+    """A count limit: an int of at least ``minimum`` (bool and floats refused).
+
+    Raises ``InvalidInputError`` starting with ``name``, e.g. ``limit must be >= 1, got 0``.
+    """
+    try:
+        return check_int(value, minimum)
+    except ValueError as error:
+        raise InvalidInputError(f"{name} {error}") from None
+
+
+def check_conversation_id(conversation_id: object) -> str:
+    """The id when it is a non-empty, non-blank string of at most 256 characters."""
+    if (
+        not isinstance(conversation_id, str)
+        or not conversation_id.strip()
+        or len(conversation_id) > MAX_CONVERSATION_ID_CHARS
+    ):
+        raise InvalidInputError(
+            "conversation_id must be a non-empty string of at most "
+            f"{MAX_CONVERSATION_ID_CHARS} characters, got {conversation_id!r}"
+        )
+    return conversation_id
+
+
+def require_zoned_now(now: object) -> datetime:
+    """``now`` when it is a zoned ``datetime``: the instant ranking and recency are scored at."""
+    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+        raise InvalidInputError(f"now must be a zoned datetime, got {now!r}")
+    return now
 
 
 def _fmt(bound: float) -> str:

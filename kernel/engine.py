@@ -3,7 +3,9 @@
 A responding turn runs gate → optional retrieval → ranking → appraisal policy → response
 controls → generation → one commit. Every adapter output is checked for type, count and
 size, every limit is enforced before anything crosses an adapter boundary, and any failure
-before the commit leaves state and transcript exactly as they were.
+before the commit leaves state and transcript exactly as they were. A model that streams no
+text gives an appraisal-only turn: the new state and the user message are committed, and no
+empty assistant message is written (the MCP ``appraise`` tool runs such turns).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
@@ -21,8 +22,14 @@ from pydantic import ValidationError
 
 from kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
 from kernel.affect import decoding_params as _decoding_params
-from kernel.appraisal import BUILTIN_INTENTS, AppraisalOutcome, DefaultAppraisalPolicy
-from kernel.bounds import NonNegativeInt, PositiveInt
+from kernel.appraisal import (
+    BUILTIN_INTENTS,
+    CUSTOM_INTENT_PATTERN,
+    AppraisalOutcome,
+    DefaultAppraisalPolicy,
+)
+from kernel.bounds import NonNegativeInt, PositiveInt, check_conversation_id
+from kernel.clock import Clock, utc_now
 from kernel.errors import (
     InvalidInputError,
     LimitExceededError,
@@ -55,7 +62,8 @@ from kernel.protocols import (
     TurnRecord,
     TurnResult,
 )
-from kernel.retrieval import ScoredCandidate, rank_candidates
+from kernel.ranking import rank_candidates
+from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights, ScoredCandidate
 from kernel.surfacing import DEFAULT_PRESENCE_LABELS, PresenceLabels, build_presence_vector
 
 __all__ = [
@@ -91,8 +99,6 @@ STAGES = (
 )
 """Stage names an observer can see, in turn order; stages a turn skips are not reported."""
 
-_CUSTOM_INTENT = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
-_MAX_CONVERSATION_ID = 256
 _FALLBACK_INTENT = "CASUAL"
 
 
@@ -146,7 +152,7 @@ def _check_custom_intents(labels: Iterable[str]) -> frozenset[str]:
     checked: set[str] = set()
     for label in labels:
         normalized = label.strip().upper() if isinstance(label, str) else None
-        if normalized is None or _CUSTOM_INTENT.fullmatch(normalized) is None:
+        if normalized is None or CUSTOM_INTENT_PATTERN.fullmatch(normalized) is None:
             raise InvalidInputError(
                 f"custom intent {shown(label)} must match [A-Z][A-Z0-9_]{{0,63}} "
                 "once trimmed and upper-cased"
@@ -165,10 +171,6 @@ def _require(value: object, name: str, methods: Sequence[str]) -> None:
         raise InvalidInputError(
             f"{name} must provide {', '.join(methods)}; {value!r} lacks {', '.join(missing)}"
         )
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _window(messages: tuple[Message, ...], limits: EngineLimits) -> tuple[Message, ...]:
@@ -222,7 +224,7 @@ class AffectEngine:
         limits: EngineLimits = DEFAULT_ENGINE_LIMITS,
         effects: Sequence[TurnEffects] = (),
         user_id: str | None = None,
-        clock: Callable[[], datetime] = _utc_now,
+        clock: Clock = utc_now,
         prompt_wording: PromptWording = DEFAULT_PROMPT_WORDING,
         evidence_limits: EvidenceLimits = DEFAULT_EVIDENCE_LIMITS,
         affect_controls: AffectControls = DEFAULT_AFFECT_CONTROLS,
@@ -230,10 +232,12 @@ class AffectEngine:
         base_tokens: int = 1024,
         observer: StageObserver | None = None,
         skip_history_echoes: bool = True,
+        weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
     ) -> None:
         """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
         override the matching fields of ``limits`` when given. With ``skip_history_echoes``,
-        retrieved memories whose text is a message in the history window are not ranked."""
+        retrieved memories whose text is a message in the history window are not ranked.
+        ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         if retriever is not None:
@@ -246,15 +250,7 @@ class AffectEngine:
             raise InvalidInputError(f"clock must be callable, got {clock!r}")
         if observer is not None and not callable(observer):
             raise InvalidInputError(f"observer must be callable, got {observer!r}")
-        if (
-            not isinstance(conversation_id, str)
-            or not conversation_id.strip()
-            or len(conversation_id) > _MAX_CONVERSATION_ID
-        ):
-            raise InvalidInputError(
-                f"conversation_id must be a non-empty string of at most "
-                f"{_MAX_CONVERSATION_ID} characters, got {conversation_id!r}"
-            )
+        check_conversation_id(conversation_id)
         if user_id is not None and not isinstance(user_id, str):
             raise InvalidInputError(f"user_id must be a string or None, got {user_id!r}")
         if gate_error_mode not in ("raise", "respond", "silent"):
@@ -267,6 +263,8 @@ class AffectEngine:
             )
         if not isinstance(limits, EngineLimits):
             raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
+        if not isinstance(weights, RetrievalWeights):
+            raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
         overrides: dict[str, Any] = {}
         if retrieval_limit is not None:
             overrides["retrieval_limit"] = retrieval_limit
@@ -307,6 +305,7 @@ class AffectEngine:
         self._base_tokens = base_tokens
         self._observer = observer
         self._skip_history_echoes = skip_history_echoes
+        self._weights = weights
 
     @property
     def conversation_id(self) -> str:
@@ -387,6 +386,7 @@ class AffectEngine:
                         now,
                         mood_valence=state.mood.valence,
                         limit=self._limits.retrieval_limit,
+                        weights=self._weights,
                     )
                     watch.lap("rank")
                 outcome = self._appraise(state, gate.intent, text)
@@ -398,6 +398,9 @@ class AffectEngine:
                 reply = await self._generate(request, on_token)
                 watch.lap("generate")
                 assistant_message = Message(role="assistant", content=reply, timestamp=stamp)
+                # A reply without text is not a message: an appraisal-only turn commits the
+                # state and the user's message alone.
+                said = (user_message, assistant_message) if reply else (user_message,)
                 if self._effects:
                     planned = self._plan(
                         self._record(
@@ -412,7 +415,7 @@ class AffectEngine:
                     )
                 await transaction.commit(
                     state=outcome.state,
-                    messages=(user_message, assistant_message),
+                    messages=said,
                     outbox=[item for _, items in planned for item in items],
                 )
                 watch.lap("commit")

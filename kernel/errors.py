@@ -1,4 +1,21 @@
-"""The exception tree every affect-memory error descends from."""
+"""The exception tree every affect-memory error descends from, and ``shown`` for echoing values.
+
+The kernel's tree (the plugin adds its own leaves in ``plugin.errors``)::
+
+    AffectMemoryError(Exception)
+    ├── InvalidInputError(ValueError)      an argument failed validation
+    │   ├── UnknownStageError              a strict ladder lacks the stage
+    │   └── UnknownIntentError             neither built in nor registered
+    ├── FixtureError(ValueError)           a conformance fixture cannot be used
+    ├── EngineError                        a turn failed before commit
+    │   ├── LimitExceededError(ValueError) a size or count limit was passed
+    │   └── MalformedOutputError           an adapter returned the wrong thing
+    └── StateStoreError                    a store could not do what was asked
+        └── CorruptStateError              a stored row cannot be read back
+
+Only errors about a caller's own values are also ``ValueError``s, so ``except ValueError``
+keeps catching bad input; a timeout or a failing backend is not a ``ValueError``.
+"""
 
 from __future__ import annotations
 
@@ -33,11 +50,11 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return f"{text[:limit]}… ({size})"
 
 
-class AffectMemoryError(ValueError):
+class AffectMemoryError(Exception):
     """Base class of every error raised by affect-memory."""
 
 
-class InvalidInputError(AffectMemoryError):
+class InvalidInputError(AffectMemoryError, ValueError):
     """An argument failed validation; the message names the argument and the bad value."""
 
 
@@ -49,7 +66,7 @@ class UnknownIntentError(InvalidInputError):
     """An intent is neither built in nor a registered custom label."""
 
 
-class FixtureError(AffectMemoryError):
+class FixtureError(AffectMemoryError, ValueError):
     """A conformance fixture cannot be used: malformed, mistyped or inconsistent."""
 
 
@@ -57,7 +74,7 @@ class EngineError(AffectMemoryError):
     """A turn failed before commit; state and transcript are unchanged."""
 
 
-class LimitExceededError(EngineError):
+class LimitExceededError(EngineError, ValueError):
     """A size or count limit of the engine was exceeded."""
 
 

@@ -1,6 +1,8 @@
-"""Pure memory scoring and ranking, independent of storage or embeddings.
+"""Pure memory scoring, one candidate at a time: the reference every faster path agrees with.
 
-Scores are higher-is-better. Distances are cosine distances, ``1 - cos``, in [0, 2].
+Scores are higher-is-better. Distances are cosine distances, ``1 - cos``, in [0, 2]. The
+columnar scorer (``kernel.batch``) and the one ranking path of turns and recalls
+(``kernel.ranking``) build on the weights, the result type and the helpers defined here.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from kernel.bounds import (
     NonNegativeFloat,
     UnitInterval,
     check_int,
+    check_limit,
     check_number,
     parse_zoned,
+    require_zoned_now,
 )
 from kernel.errors import InvalidInputError, shown
 from kernel.models import FrozenModel, MemoryCandidate
@@ -26,16 +30,19 @@ from kernel.parameters import ParameterModel
 
 __all__ = [
     "DEFAULT_RETRIEVAL_WEIGHTS",
+    "SECONDS_PER_DAY",
     "RetrievalWeights",
     "ScoredCandidate",
+    "age_days",
     "candidate_score",
     "mood_congruence_factor",
-    "rank_candidates",
+    "rank_candidates_reference",
     "recency_weight",
     "score_candidate",
 ]
 
 SECONDS_PER_DAY = 86400.0
+"""Seconds in a day: ages in days are seconds over this, on every path."""
 
 
 def _positive(value: float) -> float:
@@ -84,26 +91,16 @@ class ScoredCandidate(FrozenModel):
     episode_bonus: FiniteFloat
 
 
-def check_limit(limit: object) -> int:
-    """A ranking limit: a non-negative int (bool and floats refused)."""
-    try:
-        return check_int(limit, 0)
-    except ValueError as error:
-        raise InvalidInputError(f"limit {error}") from None
-
-
-def _require_zoned_now(now: datetime) -> datetime:
-    if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
-        raise InvalidInputError(f"now must be a zoned datetime, got {now!r}")
-    return now
-
-
 def _recency_from_days(days_ago: float, weights: RetrievalWeights) -> float:
     age = max(0.0, days_ago)
     return min(1.0, max(weights.recency_floor, 1.0 - age / weights.recency_horizon_days))
 
 
-def _age_days(timestamp: object, now: datetime) -> float | None:
+def age_days(timestamp: object, now: datetime) -> float | None:
+    """Days from ``timestamp`` (zoned ISO text or datetime) to ``now``; None when unusable.
+
+    Exact ``timedelta`` arithmetic, the scalar reference's; negative for a future timestamp.
+    """
     if not isinstance(timestamp, str | datetime):
         return None
     try:
@@ -123,8 +120,8 @@ def recency_weight(
 
     Missing, unparsable or naive timestamps get the fallback (0.70 by default).
     """
-    _require_zoned_now(now)
-    age = _age_days(timestamp, now)
+    require_zoned_now(now)
+    age = age_days(timestamp, now)
     if age is None:
         return weights.recency_fallback
     return _recency_from_days(age, weights)
@@ -209,7 +206,7 @@ def score_candidate(
     )
 
 
-def rank_candidates(
+def rank_candidates_reference(
     candidates: Iterable[MemoryCandidate],
     now: datetime,
     mood_valence: float = 0.0,
@@ -218,32 +215,14 @@ def rank_candidates(
     *,
     weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
 ) -> tuple[ScoredCandidate, ...]:
-    """Score, keep the best of each id (first seen wins a tie), order by score then id, cut.
+    """The scalar reference ranking: one ``score_candidate`` per candidate, ages exact.
 
-    Ties in score are broken by ascending id in Unicode code-point order. The candidates are
-    turned into columns once and scored by :mod:`kernel.batch`, with the same result as
-    scoring each with :func:`score_candidate`.
+    Best of each id (first seen wins a tie), by score then id in code-point order, cut to
+    ``limit``. ``kernel.ranking.rank_candidates`` is the fast path every turn takes; it ages
+    from epoch seconds, so it agrees with this within 1e-12 (exactly for whole seconds).
     """
-    from kernel.batch import _rank_columns
-
     limit = check_limit(limit)
-    _require_zoned_now(now)
-    pool = tuple(candidates)
-    return _rank_columns(pool, now, mood_valence, limit, congruence_on, weights)
-
-
-def _rank_candidates_scalar(
-    candidates: Iterable[MemoryCandidate],
-    now: datetime,
-    mood_valence: float = 0.0,
-    limit: int = 4,
-    congruence_on: bool = True,
-    *,
-    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
-) -> tuple[ScoredCandidate, ...]:
-    """The scalar reference of ``rank_candidates``: one ``score_candidate`` per candidate."""
-    limit = check_limit(limit)
-    _require_zoned_now(now)
+    require_zoned_now(now)
     best: dict[str, ScoredCandidate] = {}
     for candidate in candidates:
         scored = score_candidate(candidate, now, mood_valence, congruence_on, weights=weights)

@@ -40,9 +40,8 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
-from kernel.adapters.store_support import MAX_CONVERSATION_ID_CHARS, check_conversation_id
 from kernel.affect import apply_length_factor, decoding_params, length_factor, mood_octant
-from kernel.bounds import check_number
+from kernel.bounds import MAX_CONVERSATION_ID_CHARS, check_conversation_id, check_number
 from kernel.engine import DEFAULT_APPRAISAL_POLICY, DEFAULT_ENGINE_LIMITS, normalize_intent
 from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from kernel.models import AffectState

@@ -68,12 +68,8 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
         "PostgresStateStore needs psycopg 3 and psycopg-pool: pip install 'affect-memory[postgres]'"
     ) from missing
 
-from kernel.adapters.store_support import (
-    check_conversation_id,
-    check_limit,
-    holding,
-    prepare_commit,
-)
+from kernel.adapters.store_support import holding, prepare_commit
+from kernel.bounds import check_conversation_id, check_limit
 from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
@@ -451,7 +447,7 @@ class PostgresStateStore:
         """Outbox items of ``topic`` not yet applied, oldest first."""
         if not isinstance(topic, str):
             raise InvalidInputError(f"topic must be a string, got {shown(topic)}")
-        check_limit(limit)
+        check_limit(limit, minimum=1)
         if "\x00" in topic:
             return ()  # no stored topic can hold one
         statement = self._sql.pending
@@ -962,7 +958,7 @@ class _PostgresTransaction:
         """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
         self._check_open()
         if limit is not None:
-            check_limit(limit)
+            check_limit(limit, minimum=1)
         return await self._run(
             lambda c: self._store._read_transcript(c, self._conversation_id, limit),
             "load the transcript of",

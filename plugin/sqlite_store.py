@@ -44,12 +44,8 @@ from typing import Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
-from kernel.adapters.store_support import (
-    check_conversation_id,
-    check_limit,
-    holding,
-    prepare_commit,
-)
+from kernel.adapters.store_support import holding, prepare_commit
+from kernel.bounds import check_conversation_id, check_limit
 from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
@@ -260,7 +256,7 @@ class SQLiteStateStore:
         """
         if not isinstance(topic, str):
             raise InvalidInputError(f"topic must be a string, got {shown(topic)}")
-        check_limit(limit)
+        check_limit(limit, minimum=1)
         while True:
             rows = await self._run(
                 lambda c: c.execute(
@@ -309,7 +305,7 @@ class SQLiteStateStore:
         """Items set aside and not requeued, of ``topic`` (else every topic), oldest first."""
         if topic is not None and not isinstance(topic, str):
             raise InvalidInputError(f"topic must be a string or None, got {shown(topic)}")
-        check_limit(limit)
+        check_limit(limit, minimum=1)
         rows = await self._run(
             lambda c: c.execute(
                 "SELECT id, topic, conversation_id, quarantine_reason, quarantined_at, payload "
@@ -889,7 +885,7 @@ class _SQLiteTransaction:
         """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
         self._check_open()
         if limit is not None:
-            check_limit(limit)
+            check_limit(limit, minimum=1)
 
         def read(connection: sqlite3.Connection) -> tuple[Message, ...]:
             self._see(connection)

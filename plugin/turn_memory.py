@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kernel.adapters.store_support import check_limit
+from kernel.bounds import check_limit
 from kernel.errors import InvalidInputError
 from kernel.models import MAX_TEXT_CHARS
 from kernel.protocols import OutboxItem, StateStore, TurnRecord
@@ -187,7 +187,7 @@ class MemoryTurnEffects:
         (``SQLiteStateStore.quarantine_outbox``: never retried on its own), else skipped for
         this replay; either way the replay goes on with the rest.
         """
-        check_limit(batch, "batch")
+        check_limit(batch, "batch", minimum=1)
         quarantine = getattr(store, "quarantine_outbox", None)
         applied = 0
         poisoned: list[str] = []

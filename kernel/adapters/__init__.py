@@ -7,23 +7,19 @@ from kernel.adapters.memory_store import InMemoryStateStore
 from kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
 from kernel.adapters.static_retriever import StaticRetriever
 from kernel.adapters.store_support import (
-    MAX_CONVERSATION_ID_CHARS,
     PreparedCommit,
-    check_conversation_id,
-    check_limit,
+    check_outbox_ids,
     holding,
     prepare_commit,
 )
 
 __all__ = [
-    "MAX_CONVERSATION_ID_CHARS",
     "InMemoryStateStore",
     "PreparedCommit",
     "ScriptedModel",
     "ScriptedReply",
     "StaticRetriever",
-    "check_conversation_id",
-    "check_limit",
+    "check_outbox_ids",
     "holding",
     "prepare_commit",
 ]

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from kernel.adapters.store_support import (
-    check_conversation_id,
-    check_limit,
-    holding,
-    prepare_commit,
-)
+from kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
+from kernel.bounds import check_conversation_id, check_limit
+from kernel.clock import Clock, utc_now
 from kernel.errors import InvalidInputError, StateStoreError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
@@ -36,10 +32,6 @@ class _OutboxRow:
     applied: bool = False
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class InMemoryStateStore:
     """A ``StateStore`` held in process memory; turns of one conversation run one at a time.
 
@@ -47,7 +39,7 @@ class InMemoryStateStore:
     or alter what the store holds. Nothing survives the process.
     """
 
-    def __init__(self, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, *, clock: Clock = utc_now) -> None:
         """An empty store; ``clock`` stamps messages that arrive without a timestamp."""
         self._clock = clock
         self._conversations: dict[str, _Conversation] = {}
@@ -72,7 +64,7 @@ class InMemoryStateStore:
         """Outbox items of ``topic`` not yet applied, oldest first."""
         if not isinstance(topic, str):
             raise InvalidInputError(f"topic must be a string, got {topic!r}")
-        check_limit(limit)
+        check_limit(limit, minimum=1)
         rows = sorted(
             (
                 row
@@ -85,12 +77,7 @@ class InMemoryStateStore:
 
     async def complete_outbox(self, ids: Sequence[str]) -> None:
         """Mark items applied; unknown ids are ignored."""
-        if isinstance(ids, str) or not isinstance(ids, Sequence):
-            raise InvalidInputError(f"ids must be a sequence of ids, got {ids!r}")
-        for item_id in ids:
-            if not isinstance(item_id, str):
-                raise InvalidInputError(f"outbox ids must be strings, got {item_id!r}")
-        for item_id in ids:
+        for item_id in check_outbox_ids(ids):
             row = self._outbox.get(item_id)
             if row is not None:
                 row.applied = True
@@ -149,7 +136,7 @@ class _MemoryTransaction:
         """Committed messages in commit order; with ``limit``, only the newest ``limit``."""
         self._check_open()
         if limit is not None:
-            check_limit(limit)
+            check_limit(limit, minimum=1)
         return self._store._load_transcript(self._conversation_id, limit)
 
     async def commit(

@@ -1,4 +1,7 @@
-"""Checks every state store shares: conversation ids, commit arguments, message stamping."""
+"""What every state store shares: nested-hold detection, commit arguments, outbox ids.
+
+Conversation ids and limits are checked by ``kernel.bounds`` (the engine checks them too).
+"""
 
 from __future__ import annotations
 
@@ -8,22 +11,16 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from kernel.errors import InvalidInputError, StateStoreError
+from kernel.errors import InvalidInputError, StateStoreError, shown
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
 __all__ = [
-    "MAX_CONVERSATION_ID_CHARS",
     "PreparedCommit",
-    "check_conversation_id",
-    "check_limit",
+    "check_outbox_ids",
     "holding",
     "prepare_commit",
 ]
-
-MAX_CONVERSATION_ID_CHARS = 256
-"""Longest conversation id a store accepts."""
-
 
 _HELD: ContextVar[frozenset[tuple[str, str]]] = ContextVar(
     "affect_memory_held_conversations", default=frozenset()
@@ -59,25 +56,14 @@ class PreparedCommit(NamedTuple):
     outbox: tuple[OutboxItem, ...]
 
 
-def check_conversation_id(conversation_id: object) -> str:
-    """Return the id when it is a non-empty string of at most 256 characters."""
-    if (
-        not isinstance(conversation_id, str)
-        or not conversation_id.strip()
-        or len(conversation_id) > MAX_CONVERSATION_ID_CHARS
-    ):
-        raise InvalidInputError(
-            "conversation_id must be a non-empty string of at most "
-            f"{MAX_CONVERSATION_ID_CHARS} characters, got {conversation_id!r}"
-        )
-    return conversation_id
-
-
-def check_limit(limit: object, name: str = "limit") -> int:
-    """Return ``limit`` when it is a positive int (bool refused)."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"{name} must be a positive integer, got {limit!r}")
-    return limit
+def check_outbox_ids(ids: object) -> list[str]:
+    """The outbox ids of a sequence, each a string (one string is not a sequence of ids)."""
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise InvalidInputError(f"ids must be a sequence of ids, got {shown(ids)}")
+    for item_id in ids:
+        if not isinstance(item_id, str):
+            raise InvalidInputError(f"outbox ids must be strings, got {shown(item_id)}")
+    return list(ids)
 
 
 def prepare_commit(

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from kernel.batch import rank_batch, score_batch
 from kernel.models import MemoryCandidate
-from kernel.retrieval import _rank_candidates_scalar
+from kernel.retrieval import rank_candidates_reference
 from plugin.bench._common import load_average
 from plugin.tables import format_table
 
@@ -214,7 +214,7 @@ def _plain_numpy(batch: _Batch, limit: int) -> Callable[[], object]:
 
 def _scalar(candidates: list[MemoryCandidate], limit: int) -> Callable[[], object]:
     def call() -> object:
-        return _rank_candidates_scalar(candidates, NOW, MOOD_VALENCE, limit)
+        return rank_candidates_reference(candidates, NOW, MOOD_VALENCE, limit)
 
     return call
 

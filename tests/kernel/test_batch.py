@@ -1,4 +1,8 @@
-"""Columnar scoring and ranking equal the scalar reference: same order always, same bits."""
+"""Columnar scoring and ranking equal the scalar reference: same order always, same bits.
+
+``rank_candidates`` ages from epoch seconds (the path a recall takes), so it equals the scalar
+reference bit for bit for timestamps in whole seconds and within 1e-12 otherwise.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +18,19 @@ from hypothesis import strategies as st
 from kernel import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     BatchScores,
+    CandidateColumns,
     InvalidInputError,
     MemoryCandidate,
     RetrievalWeights,
+    candidate_columns,
     rank_batch,
     rank_candidates,
+    rank_columns,
     score_batch,
     score_candidate,
 )
 from kernel.bounds import parse_zoned
-from kernel.retrieval import _age_days, _rank_candidates_scalar
+from kernel.retrieval import age_days, rank_candidates_reference
 
 NOW = datetime(2026, 12, 1, 7, 30, tzinfo=UTC)
 DAY = 86400.0
@@ -70,15 +77,28 @@ moods = st.one_of(
 )
 
 
+whole_second_timestamps = st.one_of(
+    st.none(),
+    st.builds(
+        lambda seconds, zone: (NOW - timedelta(seconds=seconds)).astimezone(zone).isoformat(),
+        st.integers(-10 * 86400, 200 * 86400),
+        zones,
+    ),
+)
+"""Zoned ISO strings in whole seconds, whose epoch seconds are exact floats."""
+
+
 @st.composite
-def candidates(draw: st.DrawFn) -> MemoryCandidate:
+def candidates(
+    draw: st.DrawFn, stamps: st.SearchStrategy[str | None] = timestamps
+) -> MemoryCandidate:
     """A candidate; out-of-range significance and unusable timestamps bypass validation."""
     # The scalar path accepts these through ``model_construct``; the batch must agree.
     return MemoryCandidate.model_construct(
         id=draw(ids),
         text="",
         distance=draw(distances),
-        timestamp=draw(timestamps),
+        timestamp=draw(stamps),
         significance=draw(significances),
         recall_count=draw(recall_counts),
         episode=draw(st.booleans()),
@@ -87,11 +107,12 @@ def candidates(draw: st.DrawFn) -> MemoryCandidate:
 
 
 pools = st.lists(candidates(), max_size=40)
+whole_second_pools = st.lists(candidates(whole_second_timestamps), max_size=40)
 
 
 def columns(pool: list[MemoryCandidate]) -> dict[str, Any]:
     """The batch columns of a pool, ages computed exactly as the scalar path computes them."""
-    ages = [_age_days(candidate.timestamp, NOW) for candidate in pool]
+    ages = [age_days(candidate.timestamp, NOW) for candidate in pool]
     return {
         "distances": np.array([c.distance for c in pool], dtype=float),
         "ages_days": np.array([math.nan if a is None else a for a in ages], dtype=float),
@@ -123,14 +144,35 @@ def full_sort_reference(keys: list[str], scores: list[float], limit: int) -> lis
 
 
 @fast
-@given(pools, moods, st.booleans(), st.integers(0, 12))
-def test_rank_candidates_equals_scalar_reference_exactly(
+@given(whole_second_pools, moods, st.booleans(), st.integers(0, 12))
+def test_rank_candidates_equals_scalar_reference_exactly_in_whole_seconds(
     pool: list[MemoryCandidate], mood: float, congruence_on: bool, limit: int
 ) -> None:
     columnar = rank_candidates(pool, NOW, mood, limit, congruence_on)
-    scalar = _rank_candidates_scalar(pool, NOW, mood, limit, congruence_on)
+    scalar = rank_candidates_reference(pool, NOW, mood, limit, congruence_on)
     assert [item.candidate.id for item in columnar] == [item.candidate.id for item in scalar]
     assert columnar == scalar  # same candidates, same scores and factors, bit for bit
+
+
+@fast
+@given(pools, moods, st.booleans(), st.integers(0, 12))
+def test_rank_candidates_ranks_the_epoch_columns_and_agrees_with_the_reference(
+    pool: list[MemoryCandidate], mood: float, congruence_on: bool, limit: int
+) -> None:
+    columnar = rank_candidates(pool, NOW, mood, limit, congruence_on)
+    cols = columns(pool)
+    del cols["ages_days"]
+    moments = np.array([epoch(c.timestamp) for c in pool], dtype=float)
+    batch = score_batch(
+        **cols, timestamps=moments, now=NOW, mood_valence=mood, congruence_on=congruence_on
+    )
+    order = rank_batch([c.id for c in pool], batch.score, limit).tolist()
+    assert [item.candidate for item in columnar] == [pool[i] for i in order]
+    assert [item.score for item in columnar] == [batch.score[i] for i in order]  # exactly
+    reference = rank_candidates_reference(pool, NOW, mood, len(pool), congruence_on)
+    best = {item.candidate.id: item.score for item in reference}
+    for item in columnar:
+        assert abs(item.score - best[item.candidate.id]) <= 1e-12
 
 
 @fast
@@ -195,7 +237,7 @@ def test_large_pools_take_the_partition_path_and_still_match() -> None:
         for key in keys
     ]
     for mood in (-0.6, 0.2):
-        reference = _rank_candidates_scalar(pool, NOW, mood, len(pool))
+        reference = rank_candidates_reference(pool, NOW, mood, len(pool))
         for limit in (0, 1, 6, 64, 299, 300, 301, 5000):
             assert rank_candidates(pool, NOW, mood, limit) == reference[:limit]
 
@@ -595,3 +637,51 @@ def test_top_k_threshold_from_block_maxima_is_exact(layout: str, limit: int) -> 
     assert rank_batch(np.array(keys), scores, limit).tolist() == full_sort_reference(
         keys, scores.tolist(), limit
     )
+
+
+# ---------------------------------------------------------------- rank_columns
+
+
+
+def test_rank_columns_is_the_path_rank_candidates_takes() -> None:
+    pool = [
+        MemoryCandidate(id=f"m{i}", text="", distance=0.1 * i, timestamp="2026-11-01T00:00:00Z")
+        for i in range(5)
+    ]
+    ranked = rank_columns(candidate_columns(pool), NOW, mood_valence=0.3, limit=3)
+    assert ranked.order == (0, 1, 2)
+    expected = rank_candidates(pool, NOW, 0.3, 3)
+    assert [ranked.scores.score[i] for i in ranked.order] == [item.score for item in expected]
+    assert len(ranked.scores) == 5  # every candidate is scored, the order is cut
+
+
+def test_candidate_columns_need_one_value_per_id() -> None:
+    columns = candidate_columns([MemoryCandidate(id="a", text="", distance=0.1)])
+    with pytest.raises(InvalidInputError, match="one value per id"):
+        CandidateColumns(
+            ids=["a", "b"],
+            distances=columns.distances,
+            epochs=columns.epochs,
+            significance=columns.significance,
+            recall_counts=columns.recall_counts,
+            episodes=columns.episodes,
+            valences=columns.valences,
+        )
+
+
+def test_rank_columns_refuses_what_it_cannot_trust() -> None:
+    with pytest.raises(InvalidInputError, match="columns must be CandidateColumns"):
+        rank_columns({"ids": []}, NOW)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="now must be a zoned datetime"):
+        rank_columns(candidate_columns([]), datetime(2026, 1, 1))
+    garbage = MemoryCandidate.model_construct(
+        id="x", text="", distance=math.nan, timestamp=None, significance=0.5,
+        recall_count=0, episode=False, emotional_valence=0.0,
+    )  # fmt: skip
+    with pytest.raises(InvalidInputError, match="scores must be finite"):
+        rank_columns(candidate_columns([garbage]), NOW)
+
+
+def test_an_empty_pool_ranks_to_nothing() -> None:
+    ranked = rank_columns(candidate_columns([]), NOW, limit=6)
+    assert ranked.order == () and len(ranked.scores) == 0

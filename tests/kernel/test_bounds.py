@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from kernel.bounds import (
+    MAX_CONVERSATION_ID_CHARS,
     CosineDistance,
     FiniteFloat,
     NonNegativeFloat,
@@ -23,10 +24,14 @@ from kernel.bounds import (
     SignedUnit,
     UnitInterval,
     ZonedTimestamp,
+    check_conversation_id,
     check_int,
+    check_limit,
     check_number,
     parse_zoned,
+    require_zoned_now,
 )
+from kernel.errors import InvalidInputError
 from tests.kernel.strategies import PROPERTY
 
 
@@ -138,3 +143,36 @@ def test_zoned_timestamp_type_refuses_naive_text() -> None:
     assert adapter.validate_python("2026-01-01T00:00:00Z") == "2026-01-01T00:00:00Z"
     with pytest.raises(ValidationError, match="UTC offset"):
         adapter.validate_python("2026-01-01T00:00:00")
+
+
+@pytest.mark.parametrize(
+    ("value", "minimum", "message"),
+    [
+        (-1, 0, "limit must be >= 0, got -1"),
+        (0, 1, "limit must be >= 1, got 0"),
+        (True, 0, "limit must be an integer, got True"),
+        (2.0, 0, "limit must be an integer, got 2.0"),
+    ],
+)
+def test_check_limit_names_the_limit_and_the_value(
+    value: object, minimum: int, message: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        check_limit(value, minimum=minimum)
+    assert str(caught.value) == message
+    assert check_limit(3, "batch", minimum=1) == 3
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * (MAX_CONVERSATION_ID_CHARS + 1), 5, None])
+def test_a_conversation_id_is_a_short_non_blank_string(bad: object) -> None:
+    with pytest.raises(InvalidInputError, match="at most 256 characters"):
+        check_conversation_id(bad)
+    assert check_conversation_id("x" * MAX_CONVERSATION_ID_CHARS) == "x" * 256
+
+
+def test_now_must_be_zoned() -> None:
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    assert require_zoned_now(moment) is moment
+    for bad in (datetime(2026, 1, 1), "2026-01-01T00:00:00Z"):
+        with pytest.raises(InvalidInputError, match="now must be a zoned datetime"):
+            require_zoned_now(bad)

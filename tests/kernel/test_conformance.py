@@ -5,12 +5,15 @@ from __future__ import annotations
 import copy
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kernel.conformance import FUNCTIONS, FixtureError, _matches, parse_fixture, run_fixtures
+from kernel.errors import FixtureError
+from plugin.conformance.cases import FUNCTIONS
+from plugin.conformance.runner import matches, parse_fixture, run_fixtures
 from tests.kernel.fixture_tools import (
     REFERENCE_TOTAL,
     altered,
@@ -298,4 +301,25 @@ def test_a_kernel_error_while_running_counts_as_a_failure_not_a_crash() -> None:
 )
 def test_outputs_compare_exactly_except_floats(expected: Any, actual: Any, same: bool) -> None:
     # Booleans never equal numbers, key sets must match exactly, floats within 1e-9.
-    assert _matches(expected, actual) is same
+    assert matches(expected, actual) is same
+
+
+def test_a_case_without_now_is_scored_at_the_injected_clock() -> None:
+    payload = {
+        "_meta": {"cases": 2},
+        "retrieval": {
+            "recency_weight": [
+                {"in": {"timestamp": "2026-01-01T00:00:00Z"}, "out": 0.5},
+                {"in": {"days_ago": 15}, "out": 0.75},
+            ]
+        },
+    }
+
+    def at(moment: datetime) -> Any:
+        fixture = parse_fixture(payload, source="clocked.json", clock=lambda: moment)
+        return run_fixtures([fixture])
+
+    thirty_days_on = at(datetime(2026, 1, 31, tzinfo=UTC))
+    assert (thirty_days_on.passed, thirty_days_on.failed) == (2, 0)
+    later = at(datetime(2026, 3, 2, tzinfo=UTC))  # the timestamp case is then 60 days old
+    assert (later.passed, later.failed) == (1, 1)

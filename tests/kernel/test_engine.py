@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kernel import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
     AffectState,
     AppraisalOutcome,
     CognitionState,
@@ -22,6 +23,7 @@ from kernel import (
     MalformedOutputError,
     MemoryCandidate,
     Mood,
+    RetrievalWeights,
     StateStoreError,
     UnknownIntentError,
     build_presence_vector,
@@ -390,6 +392,42 @@ async def test_ranking_uses_the_mood_before_this_turns_appraisal(
     assert result.memories == rank_candidates(memories, NOW, mood_valence=-0.6, limit=6)
     assert [m.candidate.id for m in result.memories] == ["sad", "happy"]
     assert result.mood.valence == 0.9  # the post-appraisal mood would have put "happy" first
+
+
+async def test_ranking_uses_the_engines_weights(store: SQLiteStateStore) -> None:
+    near = candidate("near").model_copy(update={"distance": 0.1})
+    episode = candidate("episode").model_copy(update={"distance": 0.5, "episode": True})
+    heavy = RetrievalWeights(episode_bonus=0.5)
+    results = []
+    for weights in (DEFAULT_RETRIEVAL_WEIGHTS, heavy):
+        model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
+        retriever = StaticRetriever([near, episode])
+        engine = engine_for(store, model, retriever=retriever, weights=weights)
+        results.append(await engine.turn("remember?"))
+    default, weighted = (result.memories for result in results)
+    assert [m.candidate.id for m in default] == ["near", "episode"]
+    assert [m.candidate.id for m in weighted] == ["episode", "near"]
+    assert weighted == rank_candidates([near, episode], NOW, limit=6, weights=heavy)
+    assert weighted[0].episode_bonus == 0.5
+
+
+async def test_weights_must_be_retrieval_weights(store: SQLiteStateStore) -> None:
+    with pytest.raises(InvalidInputError, match="weights must be RetrievalWeights"):
+        engine_for(store, ScriptedModel(), weights={"episode_bonus": 0.5})
+
+
+async def test_a_reply_without_text_commits_the_state_and_only_the_user_message(
+    store: SQLiteStateStore,
+) -> None:
+    model = ScriptedModel(gates=[GateResult(intent="CURIOSITY")], replies=[[]])
+    result = await engine_for(store, model).turn("How do tides work?")
+    expected = POLICY.appraise(AffectState(), "CURIOSITY", "How do tides work?")
+    assert (result.text, result.silent, result.mood) == ("", False, expected.state.mood)
+    state, transcript = await committed(store)
+    assert state == expected.state
+    assert transcript == (
+        Message(role="user", content="How do tides work?", timestamp=NOW.isoformat()),
+    )
 
 
 async def test_ranked_memories_are_cut_to_the_retrieval_limit(store: SQLiteStateStore) -> None:

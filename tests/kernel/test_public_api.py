@@ -25,6 +25,8 @@ PUBLIC = [
     "AttachmentState",
     "BUILTIN_INTENTS",
     "BatchScores",
+    "CUSTOM_INTENT_PATTERN",
+    "CandidateColumns",
     "CognitionState",
     "CorruptStateError",
     "DEFAULT_AFFECT_CONTROLS",
@@ -62,6 +64,7 @@ PUBLIC = [
     "Personality",
     "PresenceLabels",
     "PromptWording",
+    "RankedColumns",
     "RelationshipState",
     "RetrievalInput",
     "RetrievalWeights",
@@ -83,6 +86,7 @@ PUBLIC = [
     "build_presence_vector",
     "build_system_prompt",
     "build_untrusted_context",
+    "candidate_columns",
     "candidate_score",
     "clean_text",
     "decay_mood",
@@ -98,6 +102,7 @@ PUBLIC = [
     "presence_line",
     "rank_batch",
     "rank_candidates",
+    "rank_columns",
     "recency_weight",
     "score_batch",
     "score_candidate",
@@ -216,3 +221,27 @@ def test_kernel_version_falls_back_when_the_package_is_not_installed() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "0+unknown"
+
+
+def _function_level_imports(path: Path) -> list[str]:
+    """``module:line`` of every import of a kernel module made inside a function or class."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kernel"):
+                found.append(f"{path.name}:{inner.lineno}")
+            if isinstance(inner, ast.Import) and any(
+                alias.name.startswith("kernel") for alias in inner.names
+            ):
+                found.append(f"{path.name}:{inner.lineno}")
+    return found
+
+
+def test_no_kernel_module_imports_another_lazily() -> None:
+    # A lazy import hides a cycle; the kernel's modules form a clean top-level order instead.
+    root = Path(kernel.__file__).parent
+    lazy = [hit for path in sorted(root.rglob("*.py")) for hit in _function_level_imports(path)]
+    assert lazy == []

@@ -248,14 +248,23 @@ def test_rank_candidates_dedupe_keeps_the_best_of_each_id(
     pool: list[MemoryCandidate], mood: float
 ) -> None:
     ranked = rank_candidates(pool, NOW, mood, len(pool))
+
+    def alone(candidate: MemoryCandidate) -> float:  # the candidate's score on the same path
+        return rank_candidates([candidate], NOW, mood, 1)[0].score
+
     for item in ranked:
-        scores = [score_candidate(c, NOW, mood).score for c in pool if c.id == item.candidate.id]
+        scores = [alone(c) for c in pool if c.id == item.candidate.id]
         assert item.score == max(scores)
-        first_best = next(
-            c
-            for c in pool
-            if c.id == item.candidate.id and score_candidate(c, NOW, mood).score == max(scores)
+        assert (
+            abs(
+                item.score
+                - max(
+                    score_candidate(c, NOW, mood).score for c in pool if c.id == item.candidate.id
+                )
+            )
+            <= 1e-12
         )
+        first_best = next(c for c in pool if c.id == item.candidate.id and alone(c) == max(scores))
         assert item.candidate is first_best
 
 

@@ -17,7 +17,7 @@ from kernel.protocols import (
     ModelAdapter,
     RetrievalInput,
 )
-from kernel.retrieval import rank_candidates
+from kernel.ranking import rank_candidates
 
 STATE = AffectState()
 
