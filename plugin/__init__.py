@@ -1,10 +1,10 @@
 """affect-memory plugin."""
 
 from kernel import __version__
-from plugin.chroma_memory import ChromaMemory
-from plugin.embeddings import SentenceTransformerEmbedder
-from plugin.records import MemoryRecord
-from plugin.sqlite_store import SQLiteStateStore
+from plugin.memory.records import MemoryRecord
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder
+from plugin.state.sqlite import SQLiteStateStore
 
 __all__ = [
     "ChromaMemory",

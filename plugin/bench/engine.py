@@ -26,7 +26,7 @@ from typing import Any
 
 from kernel.engine import STAGES
 from kernel.errors import InvalidInputError
-from plugin.bench._common import load_average, summary_ms
+from plugin.bench.common import load_average, summary_ms
 
 __all__ = ["OVERHEAD_TARGET_MS", "register", "run", "run_benchmark"]
 
@@ -114,7 +114,7 @@ def run_benchmark(
 def _run_processes(db: Path, count: int, turns: int, warmup: int, progress: bool) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from plugin.sqlite_store import SQLiteStateStore
+    from plugin.state.sqlite import SQLiteStateStore
 
     SQLiteStateStore(db).close()  # create the schema before the workers race for it
     context = multiprocessing.get_context("spawn")
@@ -214,7 +214,7 @@ async def _drive(
     from kernel.engine import AffectEngine
     from kernel.models import MemoryCandidate
     from kernel.protocols import GateInput, GateResult
-    from plugin.sqlite_store import SQLiteStateStore
+    from plugin.state.sqlite import SQLiteStateStore
 
     now = datetime(2026, 3, 1, tzinfo=UTC)
     candidates = [
@@ -276,7 +276,7 @@ async def _drive(
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as two tables: per-stage times, then throughput per process count."""
-    from plugin.tables import format_table
+    from plugin.cli.formatting import format_table
 
     runs = report["runs"]
     headers = ["stage"]

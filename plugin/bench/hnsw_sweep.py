@@ -126,7 +126,7 @@ def main() -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from plugin.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import SentenceTransformerEmbedder
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=20000)

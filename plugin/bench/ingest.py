@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import InvalidInputError
-from plugin.bench._common import (
+from plugin.bench.common import (
     TimedEmbedder,
     load_average,
     machine,
@@ -27,10 +27,10 @@ from plugin.bench._common import (
     sentences,
     summary_ms,
 )
-from plugin.chroma_memory import DEFAULT_HNSW, ChromaMemory
-from plugin.embeddings import SentenceTransformerEmbedder, check_embeddings
-from plugin.records import validate_records
-from plugin.tables import format_table
+from plugin.cli.formatting import format_table
+from plugin.memory.records import validate_records
+from plugin.memory.store import DEFAULT_HNSW, ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder, check_embeddings
 
 __all__ = ["IngestPlan", "measure", "register"]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from kernel.errors import InvalidInputError
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS
-from plugin.bench._common import (
+from plugin.bench.common import (
     BENCH_NOW,
     TableEmbedder,
     load_average,
@@ -44,9 +44,9 @@ from plugin.bench._common import (
     sentences,
     summary_ms,
 )
-from plugin.chroma_memory import DEFAULT_HNSW, MAX_CANDIDATES, ChromaMemory, HnswParams, _rank
-from plugin.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
-from plugin.tables import format_table
+from plugin.cli.formatting import format_table
+from plugin.memory.store import DEFAULT_HNSW, MAX_CANDIDATES, ChromaMemory, HnswParams, _rank
+from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 
 __all__ = [
     "CONVERSION_SHARE_TARGET",
@@ -402,7 +402,7 @@ def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
     """The corpus in one collection of every user, beside the per-user ones (reused if whole)."""
     from chromadb.errors import NotFoundError
 
-    from plugin.records import MemoryRecord
+    from plugin.memory.records import MemoryRecord
 
     client = memory._client
     name = f"{memory.collection_name}-shared"

@@ -32,8 +32,8 @@ import numpy.typing as npt
 from kernel.batch import rank_batch, score_batch
 from kernel.models import MemoryCandidate
 from kernel.retrieval import rank_candidates_reference
-from plugin.bench._common import load_average
-from plugin.tables import format_table
+from plugin.bench.common import load_average
+from plugin.cli.formatting import format_table
 
 __all__ = ["ScoringPlan", "measure", "register"]
 

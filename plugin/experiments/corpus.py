@@ -27,10 +27,10 @@ import numpy as np
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from plugin.experiments.data import LabelledQuery
-from plugin.records import MemoryRecord
+from plugin.memory.records import MemoryRecord
 
 if TYPE_CHECKING:
-    from plugin.chroma_memory import RecallHit
+    from plugin.memory.store import RecallHit
 
 __all__ = [
     "CORPUS_NOW",

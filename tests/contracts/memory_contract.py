@@ -17,10 +17,10 @@ import pytest
 
 from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candidates
 from kernel.protocols import MemoryRetriever, RetrievalInput
-from plugin.chroma_memory import MAX_CANDIDATES, ChromaMemory, WriteReport
 from plugin.errors import IsolationError, RecordError, StoreError, TimestampError, WrongSpaceError
-from plugin.layout import LegacyLayoutError
-from plugin.records import MemoryRecord
+from plugin.memory.layout import LegacyLayoutError
+from plugin.memory.records import MemoryRecord
+from plugin.memory.store import MAX_CANDIDATES, ChromaMemory, WriteReport
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
@@ -642,7 +642,7 @@ class MemoryContract:
         raw = memory._client.get_collection(memory.collection_for("ann"))
         raw.update(ids=["huge"], metadatas=[{"recall_count": 2**63}])  # read back as a float
         raw.update(ids=["odd"], metadatas=[{"significance": "high"}])
-        with caplog.at_level("WARNING", logger="plugin.chroma_memory"):
+        with caplog.at_level("WARNING", logger="plugin.memory.store"):
             result = memory.recall("Where are my bees?", "ann", now=REFERENCE)
         # Before: every recall of ann's raised StoreError without naming the row.
         assert [hit.id for hit in result.results] == ["good"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.models.embeddings import SentenceTransformerEmbedder
 
 
 @pytest.fixture(scope="session")

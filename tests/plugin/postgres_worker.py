@@ -14,7 +14,7 @@ from pathlib import Path
 from kernel.adapters import ScriptedModel, ScriptedReply
 from kernel.engine import AffectEngine
 from kernel.protocols import GateInput, GateResult, GenerateInput
-from plugin.postgres_store import PostgresStateStore
+from plugin.state.postgres import PostgresStateStore
 from tests.plugin.sqlite_worker import intent_of, message_for
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from plugin.bench.recall import format_report
-from plugin.chroma_memory import DEFAULT_HNSW
 from plugin.cli import main
+from plugin.memory.store import DEFAULT_HNSW
 
 STAGES = (
     "embed_ms",

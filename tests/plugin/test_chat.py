@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from kernel.protocols import Message, OutboxItem
-from plugin.chroma_memory import ChromaMemory
 from plugin.cli import main
-from plugin.commands.chat import MODEL_ENV, MODEL_URL_ENV
-from plugin.embeddings import SentenceTransformerEmbedder
-from plugin.records import MemoryRecord
-from plugin.sqlite_store import SQLiteStateStore
-from plugin.turn_memory import MEMORY_TOPIC
+from plugin.cli.commands.chat import MODEL_ENV, MODEL_URL_ENV
+from plugin.memory.effects import MEMORY_TOPIC
+from plugin.memory.records import MemoryRecord
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder
+from plugin.state.sqlite import SQLiteStateStore
 from tests.plugin.test_openai_adapter import (
     API_KEY,
     ChatServer,

@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 from chromadb.config import Settings
 
-from plugin.chroma_client import LOCK_FILE, parse_location
-from plugin.chroma_memory import PROGRESS_MIN, ChromaMemory, _to_rows
-from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.errors import (
     IsolationError,
     StoreError,
     StoreUnavailableError,
     WrongSpaceError,
 )
+from plugin.memory.location import LOCK_FILE, parse_location
+from plugin.memory.store import PROGRESS_MIN, ChromaMemory, _to_rows
+from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +228,7 @@ def test_opening_creates_no_collection_until_a_user_writes(
 _SECOND_PROCESS = textwrap.dedent(
     """
     import sys
-    from plugin.chroma_memory import ChromaMemory
+    from plugin.memory.store import ChromaMemory
     from plugin.errors import StoreLockedError
     try:
         ChromaMemory(sys.argv[1]).close()
@@ -368,7 +368,7 @@ def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
 ) -> None:
     ids, docs, metas, dists = _columns([0.1, 0.2], ["u", "u"])
     lacking = {k: v for k, v in metas[0].items() if k != "recall_count"}
-    with caplog.at_level("WARNING", logger="plugin.chroma_memory"):
+    with caplog.at_level("WARNING", logger="plugin.memory.store"):
         rows = _to_rows(ids, docs, [lacking, metas[1]], dists, "u")
     assert (rows.ids, rows.skipped) == (["m1"], ("m0",))
     assert "'m0'" in caplog.text and "recall_count" in caplog.text

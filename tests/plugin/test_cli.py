@@ -12,7 +12,8 @@ import pytest
 import kernel
 import plugin
 from kernel.errors import InvalidInputError
-from plugin.cli import MAX_ERROR_CHARS, error_line, main
+from plugin.cli import main
+from plugin.cli.formatting import MAX_ERROR_CHARS, error_line
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.chroma_memory import ChromaMemory
 from plugin.cli import main
-from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from plugin.cli import main
-from plugin.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
+from plugin.cli.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
 from plugin.errors import StoreError
 
 

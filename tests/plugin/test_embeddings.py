@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from plugin import embeddings
-from plugin.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 from plugin.errors import EmbeddingError, MissingExtraError
+from plugin.models import embeddings
+from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 
 
 def test_the_default_model_is_all_minilm_l6_v2_with_384_dimensions(

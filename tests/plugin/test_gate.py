@@ -21,7 +21,7 @@ from kernel.errors import AffectMemoryError, InvalidInputError
 from kernel.models import AffectState
 from kernel.protocols import GateInput, GateResult
 from plugin.cli import main
-from plugin.gate import (
+from plugin.gate.classifier import (
     DEFAULT_EXEMPLARS_PATH,
     DEFAULT_RETRIEVAL_RULE,
     EmbeddingIntentGate,
@@ -85,7 +85,7 @@ class TableEmbedder:
 
 @pytest.fixture(scope="session")
 def embedder() -> Any:
-    from plugin.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder()
 
@@ -568,9 +568,9 @@ def _jsonl(tmp_path: Path, lines: Sequence[str], name: str = "in.jsonl") -> Path
 @pytest.fixture
 def cli_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> Any:
     """Point the command's default embedder at the session's, so the preset is embedded once."""
-    import plugin.embeddings
+    import plugin.models.embeddings
 
-    monkeypatch.setattr(plugin.embeddings, "SentenceTransformerEmbedder", lambda: embedder)
+    monkeypatch.setattr(plugin.models.embeddings, "SentenceTransformerEmbedder", lambda: embedder)
     return embedder
 
 

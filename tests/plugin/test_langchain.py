@@ -12,9 +12,9 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from kernel.errors import InvalidInputError
-from plugin.chroma_memory import ChromaMemory
-from plugin.embeddings import SentenceTransformerEmbedder
-from plugin.langchain import AffectMemoryRetriever
+from plugin.integrations.langchain import AffectMemoryRetriever
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

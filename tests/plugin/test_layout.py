@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugin.errors import IsolationError, StoreError
-from plugin.layout import (
+from plugin.memory.layout import (
     DIGEST_CHARS,
     LAYOUT_KEY,
     LAYOUT_VERSION,

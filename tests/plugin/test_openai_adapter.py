@@ -39,7 +39,7 @@ from plugin.errors import (
     ModelStreamError,
     ModelTimeoutError,
 )
-from plugin.openai_adapter import (
+from plugin.models.openai_adapter import (
     DEFAULT_EVIDENCE_PREAMBLE,
     DEFAULT_GATE_INSTRUCTIONS,
     OpenAICompatibleModel,
@@ -735,7 +735,7 @@ async def test_a_given_gate_is_delegated_to_without_any_request(
 
 @pytest.fixture
 def fake_gate_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
-    """Install a stand-in ``plugin.gate`` whose EmbeddingIntentGate records its instances."""
+    """A stand-in ``plugin.gate.classifier`` whose EmbeddingIntentGate records its instances."""
     built: list[object] = []
 
     class EmbeddingIntentGate(FixedGate):
@@ -743,9 +743,9 @@ def fake_gate_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
             super().__init__(GateResult(intent="APOLOGY"))
             built.append(self)
 
-    module = types.ModuleType("plugin.gate")
+    module = types.ModuleType("plugin.gate.classifier")
     module.EmbeddingIntentGate = EmbeddingIntentGate  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "plugin.gate", module)
+    monkeypatch.setitem(sys.modules, "plugin.gate.classifier", module)
     yield built
 
 
@@ -765,7 +765,7 @@ async def test_the_default_gate_is_the_embedding_gate_built_once(
 async def test_without_the_embedding_gate_the_error_says_to_pass_one(
     make_model: Callable[..., OpenAICompatibleModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "plugin.gate", None)
+    monkeypatch.setitem(sys.modules, "plugin.gate.classifier", None)
 
     with pytest.raises(GateUnavailableError, match="pass gate=") as caught:
         await make_model().gate(GATE_INPUT)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from plugin.chroma_client import LOCK_FILE
+from plugin.memory.location import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _OPEN = """
 import sys
-from plugin.chroma_client import open_client, parse_location
+from plugin.memory.location import open_client, parse_location
 from plugin.errors import StoreLockedError
 try:
     client, lock = open_client(parse_location(sys.argv[1]))

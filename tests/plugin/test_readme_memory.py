@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.embeddings import SentenceTransformerEmbedder
+from plugin.models.embeddings import SentenceTransformerEmbedder
 
 ROOT = Path(__file__).resolve().parents[1].parent
 HEADING = "## Use it as your agent's memory"

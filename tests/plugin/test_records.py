@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from plugin.errors import RecordError, TimestampError
-from plugin.records import RESERVED_KEYS, MemoryRecord, parse_record, validate_records
+from plugin.memory.records import RESERVED_KEYS, MemoryRecord, parse_record, validate_records
 
 BASE: dict[str, Any] = {
     "id": "m1",

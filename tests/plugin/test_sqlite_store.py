@@ -21,7 +21,7 @@ from kernel.adapters import ScriptedModel
 from kernel.engine import AffectEngine
 from kernel.protocols import GateResult, Message
 from plugin import SQLiteStateStore
-from plugin.sqlite_store import SCHEMA_VERSION
+from plugin.state.sqlite import SCHEMA_VERSION
 from tests.contracts.snapshots import dump_sqlite
 from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
 

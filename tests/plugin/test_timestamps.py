@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from kernel.errors import AffectMemoryError
 from plugin.errors import TimestampError
-from plugin.records import validate_records
-from plugin.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
+from plugin.memory.records import validate_records
+from plugin.memory.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
 
 CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
 INSTANT = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)

@@ -13,11 +13,11 @@ import pytest
 from kernel import AffectState, EmotionMap, Message, TurnRecord
 from kernel.adapters import InMemoryStateStore
 from kernel.protocols import OutboxItem, StateStore
-from plugin.chroma_memory import ChromaMemory
-from plugin.embeddings import SentenceTransformerEmbedder
 from plugin.errors import StoreUnavailableError
-from plugin.sqlite_store import SQLiteStateStore
-from plugin.turn_memory import MEMORY_TOPIC, MemoryTurnEffects
+from plugin.memory.effects import MEMORY_TOPIC, MemoryTurnEffects
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import SentenceTransformerEmbedder
+from plugin.state.sqlite import SQLiteStateStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

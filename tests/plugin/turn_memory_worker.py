@@ -16,9 +16,9 @@ from kernel import GateResult
 from kernel.adapters import ScriptedModel
 from kernel.engine import AffectEngine
 from kernel.protocols import OutboxItem
-from plugin.chroma_memory import ChromaMemory
-from plugin.sqlite_store import SQLiteStateStore
-from plugin.turn_memory import MemoryTurnEffects
+from plugin.memory.effects import MemoryTurnEffects
+from plugin.memory.store import ChromaMemory
+from plugin.state.sqlite import SQLiteStateStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -6,12 +6,12 @@ import pytest
 
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
-from plugin.chroma_memory import RecallHit
 from plugin.experiments.corpus import (
     build_corpus,
     candidates_from_hits,
     labelled_from_candidates,
 )
+from plugin.memory.store import RecallHit
 
 
 def test_the_same_seed_gives_the_same_corpus() -> None:

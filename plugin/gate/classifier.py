@@ -35,7 +35,7 @@ from kernel.errors import InvalidInputError, shown
 from kernel.protocols import GateInput, GateResult
 
 if TYPE_CHECKING:
-    from plugin.embeddings import Embedder
+    from plugin.models.embeddings import Embedder
 
 __all__ = [
     "CUSTOM_INTENT_PATTERN",
@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 DEFAULT_EXEMPLARS_PATH = (
-    Path(__file__).resolve().parent.parent / "fixtures" / "intent_exemplars.json"
+    Path(__file__).resolve().parents[2] / "fixtures" / "intent_exemplars.json"
 )
 """The English preset of labelled exemplars."""
 
@@ -453,14 +453,14 @@ class EmbeddingIntentGate:
 
     def _get_embedder(self) -> Embedder:
         if self._embedder is None:
-            from plugin.embeddings import SentenceTransformerEmbedder
+            from plugin.models.embeddings import SentenceTransformerEmbedder
 
             self._embedder = SentenceTransformerEmbedder()
         return self._embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        from plugin.embeddings import check_embeddings
         from plugin.errors import EmbeddingError
+        from plugin.models.embeddings import check_embeddings
 
         embedder = self._get_embedder()
         with _EMBED_LOCK:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from plugin.commands._memory import add_store_arguments, open_memory, read_jsonl
+from plugin.cli.store_options import add_store_arguments, open_memory, read_jsonl
 
 __all__ = ["register", "run"]
 
@@ -59,8 +59,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _batch(path: Path) -> list[Any]:
     from kernel.errors import InvalidInputError
-    from plugin.chroma_memory import recall_query_problems
-    from plugin.records import problems_message
+    from plugin.memory.records import problems_message
+    from plugin.memory.store import recall_query_problems
 
     queries = []
     problems: list[str] = []
@@ -85,7 +85,7 @@ def _short(text: str) -> str:
 
 
 def _print_table(result: Any) -> None:
-    from plugin.tables import format_table
+    from plugin.cli.formatting import format_table
 
     print(f"{result.query!r} for {result.user_id} at {result.now}")
     if not result.results:
@@ -114,7 +114,7 @@ def _print_table(result: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Recall one query (table or JSON) or a batch (JSON lines)."""
     from kernel.errors import InvalidInputError
-    from plugin.timestamps import normalize_timestamp
+    from plugin.memory.timestamps import normalize_timestamp
 
     if (args.query is None) == (args.queries is None):
         raise InvalidInputError("give either QUERY (with --user-id) or --queries FILE.jsonl")

@@ -14,7 +14,7 @@ from kernel.errors import InvalidInputError, shown
 from plugin.jsonl import read_jsonl
 
 if TYPE_CHECKING:
-    from plugin.gate import EmbeddingIntentGate, EvaluationReport
+    from plugin.gate.classifier import EmbeddingIntentGate, EvaluationReport
 
 __all__ = ["QueryFileError", "register", "run"]
 
@@ -142,7 +142,7 @@ def _short(text: str) -> str:
 
 
 def _format_report(report: EvaluationReport) -> str:
-    from plugin.tables import format_table
+    from plugin.cli.formatting import format_table
 
     parts = [f"accuracy {report.accuracy:.3f} ({report.correct}/{report.total})"]
     for name, (correct, total) in report.groups.items():
@@ -176,7 +176,7 @@ def _format_report(report: EvaluationReport) -> str:
 
 
 def _build_gate(args: argparse.Namespace) -> EmbeddingIntentGate:
-    from plugin.gate import EmbeddingIntentGate, load_exemplars
+    from plugin.gate.classifier import EmbeddingIntentGate, load_exemplars
 
     exemplars = load_exemplars(args.exemplars) if args.exemplars is not None else None
     return EmbeddingIntentGate(exemplars=exemplars)
@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
         for text, prediction in zip(texts, predictions, strict=True):
             print(json.dumps(prediction.to_json(text), ensure_ascii=False))
         return 0
-    from plugin.tables import format_table
+    from plugin.cli.formatting import format_table
 
     if args.text is not None:
         prediction = predictions[0]
@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_evaluate(args: argparse.Namespace, gate: EmbeddingIntentGate) -> int:
-    from plugin.gate import evaluate
+    from plugin.gate.classifier import evaluate
 
     texts, intents, splits = _read_labelled(args.evaluate, gate.labels)
     _quiet_model_loading()

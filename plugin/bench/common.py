@@ -1,8 +1,8 @@
 """Shared pieces of the Chroma benchmarks: stage summaries, a machine record, a corpus, embedders.
 
 The corpus is deterministic English templates, so runs and machines compare; the embedders
-implement ``plugin.embeddings.Embedder`` for real, so benchmarks go through ``ChromaMemory``'s
-own write and query paths rather than around them.
+implement ``plugin.models.embeddings.Embedder`` for real, so benchmarks go through
+``ChromaMemory``'s own write and query paths rather than around them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from plugin.embeddings import Embedder, check_embeddings
+from plugin.models.embeddings import Embedder, check_embeddings
 
 __all__ = [
     "BENCH_NOW",

@@ -1,6 +1,6 @@
 """``ChromaMemory``: an agent's long-term memory in Chroma, one collection per user.
 
-Layout (``plugin.layout``): every user's memories live in a collection of their own, named
+Layout (``plugin.memory.layout``): every user's memories live in a collection of their own, named
 from the store's prefix (``collection=``, default ``memories``) and the user id, and created
 cosine with ``DEFAULT_HNSW``. Memory ids are per user: the same id under two users is two
 memories. Every read, write and delete names one user and touches only that user's
@@ -67,15 +67,6 @@ from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel, MemoryCandidate
 from kernel.protocols import RetrievalInput
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.chroma_client import (
-    DEFAULT_TIMEOUT,
-    PathLock,
-    StoreLocation,
-    check_timeout,
-    open_client,
-    parse_location,
-)
-from plugin.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 from plugin.errors import (
     EmbeddingError,
     IsolationError,
@@ -83,7 +74,7 @@ from plugin.errors import (
     StoreUnavailableError,
     WrongSpaceError,
 )
-from plugin.layout import (
+from plugin.memory.layout import (
     LAYOUT_KEY,
     PREFIX_KEY,
     USER_KEY,
@@ -94,7 +85,15 @@ from plugin.layout import (
     is_user_collection,
     user_collection_name,
 )
-from plugin.records import (
+from plugin.memory.location import (
+    DEFAULT_TIMEOUT,
+    PathLock,
+    StoreLocation,
+    check_timeout,
+    open_client,
+    parse_location,
+)
+from plugin.memory.records import (
     MAX_RECALL_COUNT,
     MemoryRecord,
     check_identifier,
@@ -103,7 +102,8 @@ from plugin.records import (
     problems_message,
     validate_records,
 )
-from plugin.timestamps import MAX_EPOCH, normalize_timestamp
+from plugin.memory.timestamps import MAX_EPOCH, normalize_timestamp
+from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 
 __all__ = [
     "DEFAULT_CANDIDATES",

@@ -1,10 +1,21 @@
-"""Plain-text tables for reporting commands (bench, stats, recall)."""
+"""What the command line prints: plain-text tables for reports, one line for an error."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["format_table"]
+__all__ = ["MAX_ERROR_CHARS", "error_line", "format_table"]
+
+MAX_ERROR_CHARS = 1000
+"""Longest error line the CLI prints; a longer one is cut (values are cut at 200 already)."""
+
+
+def error_line(command: str, error: BaseException) -> str:
+    """The one line printed for a failed command: whitespace runs joined, cut when too long."""
+    text = " ".join(f"affect-memory {command}: {error}".split())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}… (line cut; {len(text):,} characters)"
 
 
 def _cell(value: object) -> str:

@@ -47,10 +47,10 @@ from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from kernel.models import AffectState
 from kernel.protocols import AppraisalPolicy, Message, StateStore
 from kernel.surfacing import build_presence_vector
-from plugin.chroma_memory import DEFAULT_COLLECTION, ChromaMemory
 from plugin.errors import MissingExtraError, RecordError
-from plugin.records import DEFAULT_SIGNIFICANCE, parse_record
-from plugin.timestamps import normalize_timestamp
+from plugin.memory.records import DEFAULT_SIGNIFICANCE, parse_record
+from plugin.memory.store import DEFAULT_COLLECTION, ChromaMemory
+from plugin.memory.timestamps import normalize_timestamp
 
 try:
     import anyio
@@ -346,9 +346,9 @@ class MemoryTools:
 @asynccontextmanager
 async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIterator[MemoryTools]:
     """Open the memory, the state store and the gate on one embedder, loaded before serving."""
-    from plugin.embeddings import SentenceTransformerEmbedder
-    from plugin.gate import EmbeddingIntentGate
-    from plugin.sqlite_store import SQLiteStateStore
+    from plugin.gate.classifier import EmbeddingIntentGate
+    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.state.sqlite import SQLiteStateStore
 
     model = embedder if embedder is not None else SentenceTransformerEmbedder()
     location: str | Path = config.chroma_url or config.data_dir / "chroma"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from plugin.commands._memory import add_store_arguments, open_memory, read_jsonl
+from plugin.cli.store_options import add_store_arguments, open_memory, read_jsonl
 
 __all__ = ["register", "run"]
 
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Validate the whole file first, then write; print what was stored."""
     from plugin.errors import RecordError
-    from plugin.records import problems_message, record_problems
+    from plugin.memory.records import problems_message, record_problems
 
     records = []
     problems: list[str] = []

@@ -28,7 +28,7 @@ def default_data_dir() -> Path:
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir``, ``--chroma``, ``--collection`` and ``--timeout``."""
-    from plugin.chroma_memory import DEFAULT_COLLECTION, DEFAULT_TIMEOUT
+    from plugin.memory.store import DEFAULT_COLLECTION, DEFAULT_TIMEOUT
 
     parser.add_argument(
         "--data-dir",
@@ -62,9 +62,9 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
 
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
-    from plugin.chroma_client import parse_location
-    from plugin.chroma_memory import ChromaMemory
     from plugin.errors import StoreError
+    from plugin.memory.location import parse_location
+    from plugin.memory.store import ChromaMemory
 
     if args.chroma is not None:
         if parse_location(args.chroma).kind != "http":

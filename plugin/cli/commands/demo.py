@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from plugin.commands._memory import default_data_dir
+from plugin.cli.store_options import default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -50,7 +50,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print it."""
-    from plugin.demo import SAMPLE_MEMORIES, run_demo
+    from plugin.cli.demo import SAMPLE_MEMORIES, run_demo
 
     run_demo(
         args.data_dir or default_data_dir(),

@@ -1,4 +1,4 @@
-"""The ``affect-memory`` command line: a thin dispatcher over ``plugin.commands``."""
+"""The ``affect-memory`` command line: a thin dispatcher over ``plugin.cli.commands``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 from kernel.errors import AffectMemoryError
 from plugin import __version__
+from plugin.cli.formatting import error_line
 
-__all__ = ["MAX_ERROR_CHARS", "build_parser", "error_line", "main"]
+__all__ = ["build_parser", "main"]
 
 COMMAND_MODULES = (
     "demo",
@@ -24,11 +25,7 @@ COMMAND_MODULES = (
     "conformance",
     "bench",
 )
-"""Sub-command modules under ``plugin.commands``, in ``--help`` order."""
-
-MAX_ERROR_CHARS = 1000
-"""Longest error line the CLI prints; a longer one is cut (values are cut at 200 already)."""
-
+"""Sub-command modules under ``plugin.cli.commands``, in ``--help`` order."""
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every sub-command registered."""
@@ -41,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"plugin.commands.{name}").register(commands)
+        importlib.import_module(f"plugin.cli.commands.{name}").register(commands)
     return parser
 
 
@@ -64,14 +61,6 @@ def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.Argument
             chosen: argparse.ArgumentParser = action.choices[name]
             return chosen
     return parser
-
-
-def error_line(command: str, error: BaseException) -> str:
-    """The one line printed for a failed command: whitespace runs joined, cut when too long."""
-    text = " ".join(f"affect-memory {command}: {error}".split())
-    if len(text) <= MAX_ERROR_CHARS:
-        return text
-    return f"{text[:MAX_ERROR_CHARS]}… (line cut; {len(text):,} characters)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,10 +27,10 @@ from kernel import (
 from kernel.adapters import ScriptedModel
 from kernel.models import MemoryCandidate
 from kernel.protocols import MemoryRetriever, RetrievalInput
+from plugin.cli.formatting import format_table
 from plugin.errors import RecordError, StoreError
 from plugin.jsonl import read_jsonl
-from plugin.records import MemoryRecord, problems_message, record_problems
-from plugin.tables import format_table
+from plugin.memory.records import MemoryRecord, problems_message, record_problems
 
 __all__ = [
     "DEMO_CONVERSATION",
@@ -41,7 +41,7 @@ __all__ = [
     "run_demo",
 ]
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SAMPLE_MEMORIES = FIXTURES / "sample_memories.jsonl"
 DEMO_NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 """The sample memories' reference date: the demo's conversation happens then."""
@@ -179,11 +179,11 @@ def run_demo(
 
     The memories file is validated before anything is created or removed.
     """
-    from plugin.chroma_memory import ChromaMemory
-    from plugin.embeddings import SentenceTransformerEmbedder
-    from plugin.gate import EmbeddingIntentGate
-    from plugin.sqlite_store import SQLiteStateStore
-    from plugin.turn_memory import MemoryTurnEffects
+    from plugin.gate.classifier import EmbeddingIntentGate
+    from plugin.memory.effects import MemoryTurnEffects
+    from plugin.memory.store import ChromaMemory
+    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.state.sqlite import SQLiteStateStore
 
     records = read_memories(memories_file)
     home = _fresh_directory(data_dir / "demo")

@@ -260,7 +260,8 @@ class OpenAICompatibleModel:
     """A ``ModelAdapter`` over any OpenAI-compatible ``/chat/completions`` endpoint.
 
     ``gate`` is an object with ``async gate(GateInput)``, the string ``"model"`` to let the
-    chat endpoint classify intents, or None for the default ``plugin.gate.EmbeddingIntentGate``.
+    chat endpoint classify intents, or None for the default embedding gate
+    (``plugin.gate.classifier.EmbeddingIntentGate``).
     ``timeout`` bounds connecting and every wait for the next bytes, not the whole reply.
     """
 
@@ -438,11 +439,12 @@ class OpenAICompatibleModel:
             return self._gate
         advice = "pass gate=<an object with async gate(GateInput)> or gate='model'"
         try:
-            module = importlib.import_module("plugin.gate")
+            module = importlib.import_module("plugin.gate.classifier")
         except ModuleNotFoundError as error:
-            if error.name == "plugin.gate":
+            if error.name == "plugin.gate.classifier":
                 raise GateUnavailableError(
-                    "no gate was passed and the default plugin.gate.EmbeddingIntentGate is not "
+                    "no gate was passed and the default "
+                    "plugin.gate.classifier.EmbeddingIntentGate is not "
                     f"available in this version; {advice}"
                 ) from error
             raise GateUnavailableError(
@@ -451,7 +453,9 @@ class OpenAICompatibleModel:
             ) from error
         gate_class = getattr(module, "EmbeddingIntentGate", None)
         if gate_class is None:
-            raise GateUnavailableError(f"plugin.gate has no EmbeddingIntentGate; {advice}")
+            raise GateUnavailableError(
+                f"plugin.gate.classifier has no EmbeddingIntentGate; {advice}"
+            )
         try:
             built: IntentGate = gate_class()
         except Exception as error:

@@ -17,10 +17,10 @@ from pydantic import ValidationError, field_validator
 
 from kernel.bounds import check_int, check_number
 from kernel.errors import InvalidInputError, shown
-from plugin.chroma_memory import DEFAULT_CANDIDATES, MAX_CANDIDATES, ChromaMemory
 from plugin.errors import MissingExtraError, TimestampError
-from plugin.records import check_identifier, explain_error, problems_message
-from plugin.timestamps import normalize_timestamp
+from plugin.memory.records import check_identifier, explain_error, problems_message
+from plugin.memory.store import DEFAULT_CANDIDATES, MAX_CANDIDATES, ChromaMemory
+from plugin.memory.timestamps import normalize_timestamp
 
 try:
     from langchain_core.callbacks import (
@@ -31,7 +31,7 @@ try:
     from langchain_core.retrievers import BaseRetriever
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError(
-        "plugin.langchain needs the 'langchain' extra: "
+        "plugin.integrations.langchain needs the 'langchain' extra: "
         "pip install -c constraints.txt 'affect-memory[langchain]'"
     ) from error
 

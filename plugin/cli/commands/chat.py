@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kernel.errors import AffectMemoryError, InvalidInputError, shown
-from plugin.cli import error_line
-from plugin.commands._memory import add_store_arguments, default_data_dir, open_memory
+from plugin.cli.formatting import error_line
+from plugin.cli.store_options import add_store_arguments, default_data_dir, open_memory
 
 __all__ = ["MODEL_ENV", "MODEL_URL_ENV", "ChatConfigError", "register", "run"]
 
@@ -113,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(args.user_id, str) or not args.user_id.strip():
         raise ChatConfigError(f"--user-id must be a non-empty string, got {shown(args.user_id)}")
     conversation = args.conversation_id or f"{args.user_id}-chat"
-    from plugin.embeddings import SentenceTransformerEmbedder
-    from plugin.gate import EmbeddingIntentGate
-    from plugin.openai_adapter import OpenAICompatibleModel
+    from plugin.gate.classifier import EmbeddingIntentGate
+    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.models.openai_adapter import OpenAICompatibleModel
 
     # Built before anything heavy loads, so a bad URL or timeout is refused at once. The
     # embedder is lazy, and the memory's own embedder shares the one loaded model.
@@ -155,8 +155,8 @@ async def _converse(
     err: TextIO,
 ) -> int:
     from kernel.engine import AffectEngine
-    from plugin.sqlite_store import SQLiteStateStore
-    from plugin.turn_memory import MemoryTurnEffects
+    from plugin.memory.effects import MemoryTurnEffects
+    from plugin.state.sqlite import SQLiteStateStore
 
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SQLiteStateStore(data_dir / "state.db")

@@ -21,8 +21,8 @@ from kernel.bounds import check_limit
 from kernel.errors import InvalidInputError
 from kernel.models import MAX_TEXT_CHARS
 from kernel.protocols import OutboxItem, StateStore, TurnRecord
-from plugin.chroma_memory import ChromaMemory
-from plugin.records import MemoryRecord
+from plugin.memory.records import MemoryRecord
+from plugin.memory.store import ChromaMemory
 
 __all__ = [
     "MEMORY_TOPIC",

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sys
 
-from plugin.commands._memory import add_store_arguments, default_data_dir
+from plugin.cli.store_options import add_store_arguments, default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -38,8 +38,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin."""
     from kernel.errors import shown
-    from plugin.chroma_client import parse_location
     from plugin.errors import StoreError
+    from plugin.memory.location import parse_location
 
     if args.chroma is not None and parse_location(args.chroma).kind != "http":
         raise StoreError(
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    from plugin.mcp_server import ServerConfig, build_server
+    from plugin.integrations.mcp_server import ServerConfig, build_server
 
     config = ServerConfig(
         data_dir=args.data_dir or default_data_dir(),

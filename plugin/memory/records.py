@@ -1,7 +1,7 @@
 """The validated memory record the plugin writes, and its mapping to Chroma metadata.
 
 A record is checked whole when it is built: every timestamp is normalized to canonical UTC
-ISO (see ``plugin.timestamps``) and custom metadata is limited to scalars under ``extra``,
+ISO (see ``plugin.memory.timestamps``) and custom metadata is limited to scalars under ``extra``,
 where no key may shadow a field the plugin relies on (``user_id`` above all). Everything
 Chroma would refuse later is refused here first, so a batch is accepted or refused whole:
 lone surrogates anywhere (Chroma cannot encode them as UTF-8), NUL in ids, metadata keys
@@ -29,7 +29,7 @@ from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
 from kernel.errors import shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel
 from plugin.errors import RecordError, TimestampError
-from plugin.timestamps import normalize_timestamp
+from plugin.memory.timestamps import normalize_timestamp
 
 __all__ = [
     "DEFAULT_SIGNIFICANCE",

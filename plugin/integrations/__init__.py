@@ -1,0 +1,1 @@
+"""Doors for other tools: an MCP server over stdio and a LangChain retriever (optional extras)."""
