@@ -12,6 +12,7 @@ __all__ = [
     "EmbeddingError",
     "GateUnavailableError",
     "IsolationError",
+    "LegacyLayoutError",
     "MalformedGateReplyError",
     "MalformedResponseError",
     "MalformedStreamError",
@@ -48,6 +49,11 @@ class StoreLockedError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The Chroma server or data directory could not be reached or opened."""
+
+
+class LegacyLayoutError(StoreError):
+    """The store keeps every user in one shared collection (the layout before per-user
+    collections); ``affect-memory migrate`` moves it."""
 
 
 class WrongSpaceError(StoreError):

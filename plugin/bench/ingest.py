@@ -28,8 +28,9 @@ from plugin.bench.common import (
     summary_ms,
 )
 from plugin.cli.formatting import format_table
-from plugin.memory.records import validate_records
-from plugin.memory.store import DEFAULT_HNSW, ChromaMemory
+from plugin.memory.batches import validate_records
+from plugin.memory.collections import DEFAULT_HNSW
+from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import SentenceTransformerEmbedder, check_embeddings
 
 __all__ = ["IngestPlan", "measure", "register"]

@@ -1,8 +1,8 @@
 """``affect-memory bench recall``: per-query time of recall by stage, and HNSW recall@k.
 
-Each query goes through ``ChromaMemory``'s own query path and mapper (``_query``, which calls
-``_to_rows``) and its ranking (``_rank``), on the per-user collections it created with its
-HNSW settings (the "user" rows). Each user collection's ``query`` is wrapped in a timer, so
+Each query goes through ``ChromaMemory``'s own query path and mapper (``query_rows``) and its
+ranking (``plugin.memory.ranking.rank_rows``), on the per-user collections it created with its
+HNSW settings (the "user" rows). The memory's observer reports each Chroma query's time, so
 the mapper's share is the query path's time minus Chroma's; the embed stage runs the real
 model on one sentence per query. The "none" rows query the same memories in one shared
 collection of every user without a filter (the layout before per-user collections, built
@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS
 from plugin.bench.common import (
     BENCH_NOW,
     TableEmbedder,
@@ -45,7 +44,11 @@ from plugin.bench.common import (
     summary_ms,
 )
 from plugin.cli.formatting import format_table
-from plugin.memory.store import DEFAULT_HNSW, MAX_CANDIDATES, ChromaMemory, HnswParams, _rank
+from plugin.memory.collections import DEFAULT_HNSW, HnswParams
+from plugin.memory.location import open_client, parse_location
+from plugin.memory.ranking import rank_rows
+from plugin.memory.results import MAX_CANDIDATES
+from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 
 __all__ = [
@@ -329,6 +332,18 @@ def _recall(found: Sequence[str], exact: set[str]) -> float:
 # ---------------------------------------------------------------- timing hooks
 
 
+class _ChromaTimer:
+    """A ``ChromaMemory`` observer keeping the duration of the latest Chroma query."""
+
+    def __init__(self) -> None:
+        self.last_ns = 0
+
+    def __call__(self, stage: str, seconds: float) -> None:
+        """Keep a Chroma query's time, in nanoseconds."""
+        if stage == "chroma_query":
+            self.last_ns = round(seconds * 1e9)
+
+
 class _TimedCollection:
     """A Chroma collection whose ``query`` records its own duration; everything else passes."""
 
@@ -345,6 +360,14 @@ class _TimedCollection:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _client_beside(memory: ChromaMemory) -> Any:
+    """A Chroma client of the memory's own store (this process shares its lock)."""
+    client, lock = open_client(parse_location(memory.location))
+    if lock is not None:
+        lock.release()  # the memory's own hold keeps the store locked
+    return client
 
 
 @contextmanager
@@ -371,6 +394,7 @@ def _open(
     progress: bool,
     name: str | None = None,
     store: str | None = None,
+    observer: _ChromaTimer | None = None,
 ) -> tuple[ChromaMemory, float | None]:
     """Open the corpus's collection, building it through ``ChromaMemory.add``.
 
@@ -382,7 +406,12 @@ def _open(
     name = name or f"{corpus.kind}-{n}-{_tag(plan.hnsw)}-seed{plan.seed}"
     table = TableEmbedder(corpus.texts, corpus.vectors, name=corpus.embedder_name)
     memory = ChromaMemory(
-        root / (store or name), collection=name, embedder=table, hnsw=plan.hnsw, progress=progress
+        root / (store or name),
+        collection=name,
+        embedder=table,
+        hnsw=plan.hnsw,
+        progress=progress,
+        observer=observer,
     )
     stored = memory.count()
     if stored == n:
@@ -404,7 +433,7 @@ def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
 
     from plugin.memory.records import MemoryRecord
 
-    client = memory._client
+    client = _client_beside(memory)
     name = f"{memory.collection_name}-shared"
     try:
         shared = client.get_collection(name, embedding_function=None)
@@ -429,16 +458,13 @@ def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
 
 def _measure(
     memory: ChromaMemory,
+    timer: _ChromaTimer,
     corpus: _Corpus,
     model: Embedder,
     plan: RecallPlan,
     step: Callable[[int], None],
 ) -> list[dict[str, Any]]:
     """Per-user and unfiltered shared-collection rows, queries interleaved."""
-    timers: dict[str, _TimedCollection] = {}
-    for user in sorted(set(corpus.owners.tolist())):
-        inner = memory._user_collection(user, create=False)
-        timers[user] = memory._collections[user] = _TimedCollection(inner)
     shared = _TimedCollection(_shared(memory, corpus, plan))
     exact = _Exact(corpus)
     k = plan.candidates
@@ -451,49 +477,45 @@ def _measure(
     matches: list[int] = []
     recall_filtered: list[float] = []
     recall_unfiltered: list[float] = []
-    try:
-        for index, text in enumerate(corpus.query_texts):
-            user = f"user-{index % plan.users:02d}"
-            embed_ns = None
-            if corpus.query_vectors is None or index < WARMUP_QUERIES + EMBED_PROBES:
-                start = time.perf_counter_ns()
-                embedded = check_embeddings(model.embed_documents([text]), 1)
-                embed_ns = time.perf_counter_ns() - start
-            vector = embedded if corpus.query_vectors is None else corpus.query_vectors[[index]]
+    for index, text in enumerate(corpus.query_texts):
+        user = f"user-{index % plan.users:02d}"
+        embed_ns = None
+        if corpus.query_vectors is None or index < WARMUP_QUERIES + EMBED_PROBES:
             start = time.perf_counter_ns()
-            rows = memory._query(vector, user, k)[0]
-            path_ns = time.perf_counter_ns() - start
-            chroma_ns = timers[user].last_ns
+            embedded = check_embeddings(model.embed_documents([text]), 1)
+            embed_ns = time.perf_counter_ns() - start
+        vector = embedded if corpus.query_vectors is None else corpus.query_vectors[[index]]
+        start = time.perf_counter_ns()
+        rows = memory.query_rows(vector, user, k)[0]
+        path_ns = time.perf_counter_ns() - start
+        chroma_ns = timer.last_ns
+        start = time.perf_counter_ns()
+        rank_rows(rows, BENCH_NOW, mood_valence=0.5 - index % 2, limit=plan.top_k)
+        rerank_ns = time.perf_counter_ns() - start
+        unfiltered = shared.query(
+            query_embeddings=vector,
+            n_results=k,
+            include=["documents", "metadatas", "distances"],
+        )
+        unfiltered_ns = shared.last_ns
+        step(1)
+        if index < WARMUP_QUERIES:
+            continue
+        if index < WARMUP_QUERIES + FILTER_PROBES:
             start = time.perf_counter_ns()
-            _rank(rows, BENCH_NOW, 0.5 - index % 2, plan.top_k, True, DEFAULT_RETRIEVAL_WEIGHTS)
-            rerank_ns = time.perf_counter_ns() - start
-            unfiltered = shared.query(
-                query_embeddings=vector,
-                n_results=k,
-                include=["documents", "metadatas", "distances"],
-            )
-            unfiltered_ns = shared.last_ns
-            step(1)
-            if index < WARMUP_QUERIES:
-                continue
-            if index < WARMUP_QUERIES + FILTER_PROBES:
-                start = time.perf_counter_ns()
-                matched = shared.get(where={"user_id": user}, include=[])
-                filter_only.append(time.perf_counter_ns() - start)
-                matches.append(len(matched["ids"]))
-            stages["query"].append(chroma_ns)
-            stages["conversion"].append(path_ns - chroma_ns)
-            stages["rerank"].append(rerank_ns)
-            stages["unfiltered_query"].append(unfiltered_ns)
-            excluding.append(path_ns + rerank_ns)
-            if embed_ns is not None:
-                stages["embed"].append(embed_ns)
-                totals.append(embed_ns + path_ns + rerank_ns)
-            recall_filtered.append(_recall(rows.ids, exact.top(vector[0], k, user)))
-            recall_unfiltered.append(_recall(unfiltered["ids"][0], exact.top(vector[0], k, None)))
-    finally:
-        for user, timer in timers.items():
-            memory._collections[user] = timer._inner
+            matched = shared.get(where={"user_id": user}, include=[])
+            filter_only.append(time.perf_counter_ns() - start)
+            matches.append(len(matched["ids"]))
+        stages["query"].append(chroma_ns)
+        stages["conversion"].append(path_ns - chroma_ns)
+        stages["rerank"].append(rerank_ns)
+        stages["unfiltered_query"].append(unfiltered_ns)
+        excluding.append(path_ns + rerank_ns)
+        if embed_ns is not None:
+            stages["embed"].append(embed_ns)
+            totals.append(embed_ns + path_ns + rerank_ns)
+        recall_filtered.append(_recall(rows.ids, exact.top(vector[0], k, user)))
+        recall_unfiltered.append(_recall(unfiltered["ids"][0], exact.top(vector[0], k, None)))
     filtered = {
         "corpus": corpus.kind,
         "n": len(corpus.texts),
@@ -586,6 +608,12 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
         exact = _Exact(corpus)
         assert corpus.query_vectors is not None
         k = plan.candidates
+        owned = {
+            user: _client_beside(memory).get_collection(
+                memory.collection_for(user), embedding_function=None
+            )
+            for user, memory in memories.items()
+        }
         path_ns: list[int] = []
         plain_ns: list[int] = []
         recalls: list[float] = []
@@ -595,11 +623,10 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
             memory = memories[user]
             vector = corpus.query_vectors[[index]]
             start = time.perf_counter_ns()
-            found = memory._query(vector, user, k)[0]
+            found = memory.query_rows(vector, user, k)[0]
             elapsed = time.perf_counter_ns() - start
+            own = owned[user]
             start = time.perf_counter_ns()
-            own = memory._user_collection(user, create=False)
-            assert own is not None, "every user of the corpus has memories"
             plain = own.query(
                 query_embeddings=vector,
                 n_results=k,
@@ -652,7 +679,8 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                 corpus = _random_corpus(n, plan)
             else:
                 corpus, embed_seconds = _real_corpus(n, plan, model, root, progress)
-            memory, build_seconds = _open(root, corpus, plan, progress)
+            timer = _ChromaTimer()
+            memory, build_seconds = _open(root, corpus, plan, progress, observer=timer)
             try:
                 builds.append(
                     {
@@ -668,7 +696,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                 )
                 queries = len(corpus.query_texts)
                 with _bar(queries, progress, f"{kind} n={n:,} queries", "query") as step:
-                    rows.extend(_measure(memory, corpus, model, plan, step))
+                    rows.extend(_measure(memory, timer, corpus, model, plan, step))
                 if kind == "random" and n == max(plan.sizes):
                     overfetch.extend(_overfetch(memory, corpus, plan, f) for f in plan.overfetch)
             finally:
@@ -784,7 +812,7 @@ def format_report(report: dict[str, Any]) -> str:
                 ["query", "median ms", "p95 ms", f"recall@{k}"],
                 [
                     [
-                        "ChromaMemory._query",
+                        "ChromaMemory.query_rows",
                         part["query_path_ms"]["median"],
                         part["query_path_ms"]["p95"],
                         part["recall_at_k"],

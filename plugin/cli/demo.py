@@ -28,16 +28,14 @@ from kernel.adapters import ScriptedModel
 from kernel.models import MemoryCandidate
 from kernel.protocols import MemoryRetriever, RetrievalInput
 from plugin.cli.formatting import format_table
-from plugin.errors import RecordError, StoreError
-from plugin.jsonl import read_jsonl
-from plugin.memory.records import MemoryRecord, problems_message, record_problems
+from plugin.errors import StoreError
+from plugin.memory.batches import read_records
 
 __all__ = [
     "DEMO_CONVERSATION",
     "DEMO_NOW",
     "DEMO_USER",
     "DemoTurn",
-    "read_memories",
     "run_demo",
 ]
 
@@ -119,35 +117,6 @@ class _RecordingRetriever:
         return found
 
 
-def read_memories(path: Path) -> tuple[MemoryRecord, ...]:
-    """Every record of a JSON Lines file, read as ``ingest`` reads it: the same strict reader
-    and record validation, every bad line listed by file and line number."""
-    records: list[MemoryRecord] = []
-    problems: list[str] = []
-    has_records = False
-    first_line: dict[tuple[str, str], int] = {}
-    for number, value in read_jsonl(path, problems=problems):
-        has_records = True
-        record, found = record_problems(value, where=f"{path} line {number}")
-        if record is None:
-            problems.extend(text for text, _ in found)
-            continue
-        key = (record.user_id, record.id)
-        if key in first_line:
-            problems.append(
-                f"{path} line {number}: id {record.id!r} of user {record.user_id!r} "
-                f"repeats line {first_line[key]}"
-            )
-            continue
-        first_line[key] = number
-        records.append(record)
-    if problems:
-        raise RecordError(problems_message(problems))
-    if not has_records:
-        raise RecordError(f"{path}: no records (expected one JSON object per line)")
-    return tuple(records)
-
-
 def _fresh_directory(path: Path) -> Path:
     try:
         if path.exists() or path.is_symlink():
@@ -185,7 +154,7 @@ def run_demo(
     from plugin.models.embeddings import SentenceTransformerEmbedder
     from plugin.state.sqlite import SQLiteStateStore
 
-    records = read_memories(memories_file)
+    records = read_records(memories_file)
     home = _fresh_directory(data_dir / "demo")
     embedder = SentenceTransformerEmbedder()
     location: str | Path = chroma_url or home / "chroma"

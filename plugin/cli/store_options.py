@@ -7,14 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from plugin.jsonl import read_jsonl
-
 __all__ = [
     "DATA_DIR_ENV",
     "add_store_arguments",
     "default_data_dir",
     "open_memory",
-    "read_jsonl",
 ]
 
 DATA_DIR_ENV = "AFFECT_MEMORY_HOME"
@@ -28,7 +25,8 @@ def default_data_dir() -> Path:
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir``, ``--chroma``, ``--collection`` and ``--timeout``."""
-    from plugin.memory.store import DEFAULT_COLLECTION, DEFAULT_TIMEOUT
+    from plugin.memory.layout import DEFAULT_COLLECTION
+    from plugin.memory.location import DEFAULT_TIMEOUT
 
     parser.add_argument(
         "--data-dir",

@@ -30,7 +30,7 @@ from plugin.experiments.data import LabelledQuery
 from plugin.memory.records import MemoryRecord
 
 if TYPE_CHECKING:
-    from plugin.memory.store import RecallHit
+    from plugin.memory.results import RecallHit
 
 __all__ = [
     "CORPUS_NOW",

@@ -18,8 +18,10 @@ from pydantic import ValidationError, field_validator
 from kernel.bounds import check_int, check_number
 from kernel.errors import InvalidInputError, shown
 from plugin.errors import MissingExtraError, TimestampError
-from plugin.memory.records import check_identifier, explain_error, problems_message
-from plugin.memory.store import DEFAULT_CANDIDATES, MAX_CANDIDATES, ChromaMemory
+from plugin.memory.problems import explain_error, problems_message
+from plugin.memory.records import check_identifier
+from plugin.memory.results import DEFAULT_CANDIDATES, MAX_CANDIDATES
+from plugin.memory.store import ChromaMemory
 from plugin.memory.timestamps import normalize_timestamp
 
 try:

@@ -48,8 +48,10 @@ from kernel.models import AffectState
 from kernel.protocols import AppraisalPolicy, Message, StateStore
 from kernel.surfacing import build_presence_vector
 from plugin.errors import MissingExtraError, RecordError
-from plugin.memory.records import DEFAULT_SIGNIFICANCE, parse_record
-from plugin.memory.store import DEFAULT_COLLECTION, ChromaMemory
+from plugin.memory.batches import parse_record
+from plugin.memory.layout import DEFAULT_COLLECTION
+from plugin.memory.records import DEFAULT_SIGNIFICANCE
+from plugin.memory.store import ChromaMemory
 from plugin.memory.timestamps import normalize_timestamp
 
 try:

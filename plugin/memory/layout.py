@@ -28,6 +28,7 @@ from kernel.errors import shown
 from plugin.errors import IsolationError, StoreError
 
 __all__ = [
+    "DEFAULT_COLLECTION",
     "DIGEST_CHARS",
     "LAYOUT_KEY",
     "LAYOUT_VERSION",
@@ -35,13 +36,15 @@ __all__ = [
     "PREFIX_KEY",
     "SLUG_CHARS",
     "USER_KEY",
-    "LegacyLayoutError",
     "check_prefix",
     "check_user_collection",
     "collection_metadata",
     "is_user_collection",
     "user_collection_name",
 ]
+
+DEFAULT_COLLECTION = "memories"
+"""Prefix of the users' collections when none is named."""
 
 LAYOUT_KEY = "affect_memory_layout"
 """Collection metadata key naming the layout a collection belongs to."""
@@ -63,12 +66,6 @@ SLUG_CHARS = 40
 
 DIGEST_CHARS = 32
 """Hex digits of the user id's SHA-256 in a collection name (128 bits)."""
-
-
-
-class LegacyLayoutError(StoreError):
-    """The store keeps every user in one shared collection (the layout before per-user
-    collections); ``affect-memory migrate`` moves it."""
 
 
 _CHROMA_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]$")

@@ -1,9 +1,10 @@
 """Where a memory lives: one setting picks an embedded path, an in-process store or a server.
 
 An embedded path (``PersistentClient``) serves one process at a time: chromadb 1.5.9 silently
-loses vectors when two processes write one path, so opening takes an exclusive OS lock and a
-second process is refused with a pointer to server mode. Several ``ChromaMemory`` objects in
-one process may share a path (Chroma shares one system per path inside a process).
+loses vectors when two processes write one path, so opening takes an exclusive OS lock
+(``plugin.memory.locks``) and a second process is refused with a pointer to server mode.
+Several ``ChromaMemory`` objects in one process may share a path (Chroma shares one system
+per path inside a process).
 
 A server client's every request is bounded by ``timeout`` seconds (connect, each read and
 write, and the wait for a pooled connection). chromadb 1.5.9's ``HttpClient`` has no setting
@@ -15,24 +16,22 @@ it is handed out.
 
 from __future__ import annotations
 
-import fcntl
 import math
 import os
 import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from plugin.errors import StoreError, StoreLockedError, StoreUnavailableError
+from plugin.errors import StoreError, StoreUnavailableError
+from plugin.memory.locks import PathLock
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "IN_MEMORY",
-    "LOCK_FILE",
     "MAX_TIMEOUT",
-    "PathLock",
     "StoreLocation",
     "check_timeout",
     "open_client",
@@ -41,9 +40,6 @@ __all__ = [
 
 IN_MEMORY = ":memory:"
 """The location of an in-process store (lost when the last client closes; for tests)."""
-
-LOCK_FILE = ".affect-memory.lock"
-"""The lock file inside an embedded store's directory."""
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a Chroma server request may take before ``StoreUnavailableError``.
@@ -105,85 +101,6 @@ def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
         )
     ssl = parts.scheme == "https"
     return StoreLocation("http", host=host, port=port or (443 if ssl else 8000), ssl=ssl)
-
-
-class PathLock:
-    """An exclusive, process-wide lock on an embedded store directory, shared within a process.
-
-    The lock is an ``flock`` on the directory itself, which cannot be removed from under its
-    holder the way a lock file can (a second process would then lock a fresh file and write
-    the same path). ``LOCK_FILE`` is locked too, for builds that lock only the file, and names
-    the holder's pid for the refusal message.
-    """
-
-    _held: ClassVar[dict[str, tuple[tuple[int, int], int]]] = {}
-    _guard: ClassVar[threading.Lock] = threading.Lock()
-
-    def __init__(self, directory: Path) -> None:
-        self._key = os.path.realpath(directory)
-        self._released = False
-        with PathLock._guard:
-            held = PathLock._held.get(self._key)
-            if held is not None:
-                PathLock._held[self._key] = (held[0], held[1] + 1)
-                return
-            fds = self._acquire(directory)
-            PathLock._held[self._key] = (fds, 1)
-
-    @staticmethod
-    def _acquire(directory: Path) -> tuple[int, int]:
-        lock_path = directory / LOCK_FILE
-        try:
-            directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as error:
-            raise StoreUnavailableError(f"cannot open {directory} to lock it: {error}") from None
-        file_fd = -1
-        try:
-            fcntl.flock(directory_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            file_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            for fd in (file_fd, directory_fd):
-                if fd >= 0:
-                    os.close(fd)
-            if not isinstance(error, BlockingIOError):
-                raise StoreUnavailableError(
-                    f"cannot lock the embedded store {directory}: {error}"
-                ) from None
-            raise StoreLockedError(
-                f"the embedded store {directory} is in use by another process "
-                f"(pid {PathLock._holder(lock_path)}); an embedded path serves one process at "
-                f"a time - for several processes run `chroma run --path {directory} --port "
-                "8000` and pass --chroma http://127.0.0.1:8000"
-            ) from None
-        os.ftruncate(file_fd, 0)
-        os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
-        return directory_fd, file_fd
-
-    @staticmethod
-    def _holder(lock_path: Path) -> str:
-        """The pid the holder wrote into the lock file, or "unknown" if the file is gone."""
-        try:
-            with lock_path.open("rb") as file:
-                return file.read(32).decode("ascii", "replace").strip() or "unknown"
-        except OSError:
-            return "unknown"
-
-    def release(self) -> None:
-        """Drop this holder; the OS lock goes when the last holder in the process releases."""
-        if self._released:
-            return
-        self._released = True
-        with PathLock._guard:
-            (directory_fd, file_fd), count = PathLock._held[self._key]
-            if count > 1:
-                PathLock._held[self._key] = ((directory_fd, file_fd), count - 1)
-                return
-            del PathLock._held[self._key]
-            os.ftruncate(file_fd, 0)
-            for fd in (file_fd, directory_fd):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
 
 
 def _settings() -> Any:

@@ -1,4 +1,4 @@
-"""The validated memory record the plugin writes, and its mapping to Chroma metadata.
+"""The validated memory record the plugin writes, its field checks and its Chroma metadata.
 
 A record is checked whole when it is built: every timestamp is normalized to canonical UTC
 ISO (see ``plugin.memory.timestamps``) and custom metadata is limited to scalars under ``extra``,
@@ -12,23 +12,14 @@ that would not read back as written (``recall_count`` above 2**53 - 1, ints beyo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    Field,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-)
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, field_validator
 
 from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
 from kernel.errors import shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel
-from plugin.errors import RecordError, TimestampError
 from plugin.memory.timestamps import normalize_timestamp
 
 __all__ = [
@@ -37,18 +28,12 @@ __all__ = [
     "MAX_EXTRA_KEY_CHARS",
     "MAX_EXTRA_STRING_CHARS",
     "MAX_ID_CHARS",
-    "MAX_PROBLEMS_SHOWN",
     "MAX_RECALL_COUNT",
     "RESERVED_KEYS",
     "ExtraValue",
     "MemoryRecord",
     "check_identifier",
     "check_text",
-    "explain_error",
-    "parse_record",
-    "problems_message",
-    "record_problems",
-    "validate_records",
 ]
 
 DEFAULT_SIGNIFICANCE = 0.5
@@ -71,9 +56,6 @@ MAX_EXTRA_KEY_CHARS = 64
 
 MAX_EXTRA_STRING_CHARS = MAX_TEXT_CHARS
 """Longest custom metadata string value (as long as a memory's text, 4,096 characters)."""
-
-MAX_PROBLEMS_SHOWN = 20
-"""Problems one batch error lists before it says how many more there are."""
 
 RESERVED_KEYS = frozenset(
     {
@@ -309,118 +291,3 @@ class MemoryRecord(FrozenModel):
             if key not in RESERVED_KEYS and not key.startswith("chroma:")
         }
         return cls.model_validate({"id": id, "text": text, **fields, "extra": extra})
-
-
-# ---------------------------------------------------------------- problems and messages
-
-
-def explain_error(error: Mapping[str, Any]) -> tuple[str, bool]:
-    """One phrase for one pydantic error (field, what is wrong, the value), and whether it is
-    a timestamp error."""
-    loc = ".".join(str(part) for part in error.get("loc", ())) or "record"
-    cause = (error.get("ctx") or {}).get("error")
-    if isinstance(cause, TimestampError):
-        return str(cause), True
-    if isinstance(cause, Exception):
-        return f"{loc} {cause}", False
-    kind = error.get("type")
-    value = shown(error.get("input"))
-    if kind == "missing":
-        return f"{loc} is required", False
-    if kind == "extra_forbidden":
-        return (
-            f"{loc} is not a MemoryRecord field (custom metadata goes under 'extra'), got {value}",
-            False,
-        )
-    message = str(error.get("msg", "is invalid"))
-    return f"{loc}: {message[:1].lower()}{message[1:]}, got {value}", False
-
-
-def problems_message(problems: list[str]) -> str:
-    """One line listing ``problems``: the first 20, then how many more, and the total."""
-    if len(problems) == 1:
-        return problems[0]
-    listed = "; ".join(problems[:MAX_PROBLEMS_SHOWN])
-    more = len(problems) - MAX_PROBLEMS_SHOWN
-    if more > 0:
-        return f"{listed}; and {more:,} more ({len(problems):,} problems)"
-    return f"{listed} ({len(problems)} problems)"
-
-
-def _raise(problems: list[tuple[str, bool]]) -> None:
-    kind = TimestampError if all(is_time for _, is_time in problems) else RecordError
-    raise kind(problems_message([text for text, _ in problems]))
-
-
-def record_problems(
-    value: object, *, where: str = "record"
-) -> tuple[MemoryRecord | None, list[tuple[str, bool]]]:
-    """The record ``value`` describes, or every problem it has (each naming ``where``, the
-    field and the value, flagged when it is a timestamp problem)."""
-    if isinstance(value, MemoryRecord):
-        return value, []
-    if not isinstance(value, Mapping):
-        return None, [
-            (
-                f"{where}: expected a MemoryRecord or a mapping of its fields (id, text, "
-                f"user_id, timestamp, ...), got {shown(value)}",
-                False,
-            )
-        ]
-    try:
-        return MemoryRecord.model_validate(value), []
-    except ValidationError as error:
-        ident = value.get("id")
-        label = f"{where} (id {shown(ident)})" if isinstance(ident, str) and ident else where
-        found = [explain_error(item) for item in error.errors()]
-        return None, [(f"{label}: {text}", is_time) for text, is_time in found]
-
-
-def parse_record(value: object, *, where: str = "record") -> MemoryRecord:
-    """A ``MemoryRecord`` from a record or a mapping; the error lists every problem, naming
-    ``where``, the field and the value."""
-    record, problems = record_problems(value, where=where)
-    if record is None:
-        _raise(problems)
-    assert record is not None
-    return record
-
-
-def validate_records(
-    items: Iterable[object], *, label: str = "record", first: int = 0
-) -> tuple[MemoryRecord, ...]:
-    """Validate a whole batch before anything is written; the error lists every problem.
-
-    A (user, id) pair may appear once per batch (Chroma refuses a batch that repeats an id);
-    the same id under two users is two memories.
-    """
-    if isinstance(items, Mapping | BaseModel):
-        raise RecordError(
-            f"expected a list of records, got one {type(items).__name__}; "
-            "pass a list (e.g. add([record])) even for a single memory"
-        )
-    if isinstance(items, str | bytes):
-        raise RecordError(f"expected a list of records, got a string: {shown(items)}")
-    records: list[MemoryRecord] = []
-    problems: list[tuple[str, bool]] = []
-    seen: dict[tuple[str, str], int] = {}
-    for index, item in enumerate(items, start=first):
-        record, found = record_problems(item, where=f"{label} {index}")
-        if record is None:
-            problems.extend(found)
-            continue
-        key = (record.user_id, record.id)
-        if key in seen:
-            problems.append(
-                (
-                    f"{label} {index}: id {shown(record.id)} of user {shown(record.user_id)} "
-                    f"repeats {label} {seen[key]}",
-                    False,
-                )
-            )
-            continue
-        seen[key] = index
-        records.append(record)
-    if problems:
-        _raise(problems)
-    return tuple(records)

@@ -17,10 +17,18 @@ import pytest
 
 from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candidates
 from kernel.protocols import MemoryRetriever, RetrievalInput
-from plugin.errors import IsolationError, RecordError, StoreError, TimestampError, WrongSpaceError
-from plugin.memory.layout import LegacyLayoutError
+from plugin.errors import (
+    IsolationError,
+    LegacyLayoutError,
+    RecordError,
+    StoreError,
+    TimestampError,
+    WrongSpaceError,
+)
+from plugin.memory.location import open_client, parse_location
 from plugin.memory.records import MemoryRecord
-from plugin.memory.store import MAX_CANDIDATES, ChromaMemory, WriteReport
+from plugin.memory.results import MAX_CANDIDATES, WriteReport
+from plugin.memory.store import ChromaMemory
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
@@ -48,6 +56,14 @@ def sample_probes() -> list[dict[str, str]]:
     """The stale-versus-current probes of the sample corpus."""
     lines = (FIXTURES / "sample_memories.probes.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def raw_client(memory: ChromaMemory) -> Any:
+    """A Chroma client of the same store, to forge what another tool might leave there."""
+    client, lock = open_client(parse_location(memory.location))
+    if lock is not None:
+        lock.release()  # the memory's own hold keeps the embedded store locked
+    return client
 
 
 def request(query: str, limit: int = 4) -> RetrievalInput:
@@ -108,7 +124,7 @@ class MemoryContract:
         assert [r.id for r in memory.get(ids, user_id="ann")] == ["m4", "m0", "m5", "m2"]
 
     def test_writes_are_split_under_the_batch_size(self, memory: ChromaMemory) -> None:
-        memory._max_batch = 7  # as if the server accepted 7 rows per call
+        memory._collections.max_batch = 7  # as if the server accepted 7 rows per call
         report = memory.add([record(f"m{i}", f"fact number {i} about gardens") for i in range(23)])
         assert report.written == 23
         assert memory.count() == 23
@@ -493,9 +509,9 @@ class MemoryContract:
         self, memory: ChromaMemory
     ) -> None:
         memory.add([record("m1", "I live in Oslo.", user="mallory")])
-        forged = memory._client.get_collection(memory.collection_for("mallory"))
+        forged = raw_client(memory).get_collection(memory.collection_for("mallory"))
         # A collection under eve's name whose own record says it holds mallory's memories.
-        memory._client.create_collection(
+        raw_client(memory).create_collection(
             memory.collection_for("eve"),
             metadata=dict(forged.metadata),
             configuration={"hnsw": {"space": "cosine"}},
@@ -513,8 +529,8 @@ class MemoryContract:
 
     def test_a_user_collection_in_another_space_is_refused(self, memory: ChromaMemory) -> None:
         memory.add([record("m1", "I live in Oslo.", user="ann")])
-        template = memory._client.get_collection(memory.collection_for("ann")).metadata
-        memory._client.create_collection(
+        template = raw_client(memory).get_collection(memory.collection_for("ann")).metadata
+        raw_client(memory).create_collection(
             memory.collection_for("bob"),
             metadata={**template, "affect_memory_user": "bob"},
             embedding_function=None,
@@ -526,7 +542,7 @@ class MemoryContract:
     def test_a_store_in_the_old_shared_layout_is_refused_naming_migrate(
         self, memory: ChromaMemory, make_memory: MemoryFactory
     ) -> None:
-        shared = memory._client.create_collection(
+        shared = raw_client(memory).create_collection(
             memory.collection_name,
             configuration={"hnsw": {"space": "cosine"}},
             embedding_function=None,
@@ -639,7 +655,7 @@ class MemoryContract:
                 record("odd", "I keep bees at my aunt's."),
             ]
         )
-        raw = memory._client.get_collection(memory.collection_for("ann"))
+        raw = raw_client(memory).get_collection(memory.collection_for("ann"))
         raw.update(ids=["huge"], metadatas=[{"recall_count": 2**63}])  # read back as a float
         raw.update(ids=["odd"], metadatas=[{"significance": "high"}])
         with caplog.at_level("WARNING", logger="plugin.memory.store"):

@@ -12,7 +12,7 @@ import pytest
 
 from plugin.bench.recall import format_report
 from plugin.cli import main
-from plugin.memory.store import DEFAULT_HNSW
+from plugin.memory.collections import DEFAULT_HNSW
 
 STAGES = (
     "embed_ms",

@@ -24,8 +24,11 @@ from plugin.errors import (
     StoreUnavailableError,
     WrongSpaceError,
 )
-from plugin.memory.location import LOCK_FILE, parse_location
-from plugin.memory.store import PROGRESS_MIN, ChromaMemory, _to_rows
+from plugin.memory.location import open_client, parse_location
+from plugin.memory.locks import LOCK_FILE
+from plugin.memory.rows import rows_from_query
+from plugin.memory.store import ChromaMemory
+from plugin.memory.writes import PROGRESS_MIN
 from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 
@@ -215,11 +218,14 @@ def test_opening_creates_no_collection_until_a_user_writes(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     with ChromaMemory(tmp_path, embedder=embedder) as memory:
+        client, lock = open_client(parse_location(tmp_path))  # this process shares the lock
         assert memory.recall("bees", "ann").results == () and memory.count() == 0
         assert memory.forget(["m1"], user_id="ann") == () and memory.get(["m1"], user_id="a") == ()
-        assert memory._client.list_collections() == []
+        assert client.list_collections() == []
         memory.add([record("m1", "I keep bees.")])
-        (only,) = memory._client.list_collections()
+        (only,) = client.list_collections()
+        assert lock is not None
+        lock.release()
         assert only.name == memory.collection_for("ann")
         assert only.name.startswith("memories.ann.") and len(only.name) == len("memories.ann.") + 32
         assert only.metadata["affect_memory_user"] == "ann"
@@ -347,7 +353,7 @@ def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, lis
 
 
 def _candidates(*columns: object) -> list:
-    return _to_rows(*columns).candidates()  # type: ignore[arg-type]
+    return rows_from_query(*columns).candidates()  # type: ignore[arg-type]
 
 
 def test_the_mapper_clamps_float_noise_and_refuses_real_out_of_range_distances() -> None:
@@ -368,8 +374,8 @@ def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
 ) -> None:
     ids, docs, metas, dists = _columns([0.1, 0.2], ["u", "u"])
     lacking = {k: v for k, v in metas[0].items() if k != "recall_count"}
-    with caplog.at_level("WARNING", logger="plugin.memory.store"):
-        rows = _to_rows(ids, docs, [lacking, metas[1]], dists, "u")
+    with caplog.at_level("WARNING", logger="plugin.memory.rows"):
+        rows = rows_from_query(ids, docs, [lacking, metas[1]], dists, "u")
     assert (rows.ids, rows.skipped) == (["m1"], ("m0",))
     assert "'m0'" in caplog.text and "recall_count" in caplog.text
     malformed = (
@@ -383,10 +389,10 @@ def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
         ("timestamp", 0),
     )
     for key, value in malformed:
-        rows = _to_rows(ids, docs, [{**metas[0], key: value}, metas[1]], dists, "u")
+        rows = rows_from_query(ids, docs, [{**metas[0], key: value}, metas[1]], dists, "u")
         assert (rows.ids, rows.skipped) == (["m1"], ("m0",)), (key, value)
         assert [c.id for c in rows.candidates()] == ["m1"]
-    nothing_left = _to_rows(ids[:1], docs[:1], [lacking], dists[:1], "u")
+    nothing_left = rows_from_query(ids[:1], docs[:1], [lacking], dists[:1], "u")
     assert (nothing_left.ids, nothing_left.skipped) == ([], ("m0",))
     with pytest.raises(StoreError, match="ragged"):
         _candidates(ids, docs, metas, [0.1], "u")

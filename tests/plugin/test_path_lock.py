@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.memory.location import LOCK_FILE
+from plugin.memory.locks import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 

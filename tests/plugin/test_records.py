@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from plugin.errors import RecordError, TimestampError
-from plugin.memory.records import RESERVED_KEYS, MemoryRecord, parse_record, validate_records
+from plugin.memory.batches import parse_record, validate_records
+from plugin.memory.records import RESERVED_KEYS, MemoryRecord
 
 BASE: dict[str, Any] = {
     "id": "m1",

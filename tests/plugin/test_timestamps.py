@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kernel.errors import AffectMemoryError
 from plugin.errors import TimestampError
-from plugin.memory.records import validate_records
+from plugin.memory.batches import validate_records
 from plugin.memory.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
 
 CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")

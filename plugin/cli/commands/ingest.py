@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from plugin.cli.store_options import add_store_arguments, open_memory, read_jsonl
+from plugin.cli.store_options import add_store_arguments, open_memory
 
 __all__ = ["register", "run"]
 
@@ -38,32 +38,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Validate the whole file first, then write; print what was stored."""
-    from plugin.errors import RecordError
-    from plugin.memory.records import problems_message, record_problems
+    from plugin.memory.batches import read_records
 
-    records = []
-    problems: list[str] = []
-    has_records = False
-    first_line: dict[tuple[str, str], int] = {}
-    for number, value in read_jsonl(args.file, problems=problems):
-        has_records = True
-        record, found = record_problems(value, where=f"{args.file} line {number}")
-        if record is None:
-            problems.extend(text for text, _ in found)
-            continue
-        key = (record.user_id, record.id)
-        if key in first_line:
-            problems.append(
-                f"{args.file} line {number}: id {record.id!r} of user {record.user_id!r} "
-                f"repeats line {first_line[key]}"
-            )
-            continue
-        first_line[key] = number
-        records.append(record)
-    if problems:
-        raise RecordError(problems_message(problems))
-    if not has_records:
-        raise RecordError(f"{args.file}: no records (expected one JSON object per line)")
+    records = read_records(args.file)
     progress = False if args.no_progress else None
     with open_memory(args, create=True) as memory:
         if args.replace:

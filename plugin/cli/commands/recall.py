@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from plugin.cli.store_options import add_store_arguments, open_memory, read_jsonl
+from plugin.cli.store_options import add_store_arguments, open_memory
+from plugin.jsonl import read_jsonl
 
 __all__ = ["register", "run"]
 
@@ -59,8 +60,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _batch(path: Path) -> list[Any]:
     from kernel.errors import InvalidInputError
-    from plugin.memory.records import problems_message
-    from plugin.memory.store import recall_query_problems
+    from plugin.memory.problems import problems_message
+    from plugin.memory.results import recall_query_problems
 
     queries = []
     problems: list[str] = []

@@ -11,7 +11,7 @@ from plugin.experiments.corpus import (
     candidates_from_hits,
     labelled_from_candidates,
 )
-from plugin.memory.store import RecallHit
+from plugin.memory.results import RecallHit
 
 
 def test_the_same_seed_gives_the_same_corpus() -> None:

@@ -1,0 +1,100 @@
+"""The exclusive OS lock an embedded store directory is held with, one holder process at a time.
+
+chromadb 1.5.9 silently loses vectors when two processes write one directory, so opening an
+embedded store locks it; objects of one process share the lock (Chroma shares one system per
+path inside a process), and a second process is refused with a pointer to server mode.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+from plugin.errors import StoreLockedError, StoreUnavailableError
+
+__all__ = ["LOCK_FILE", "PathLock"]
+
+LOCK_FILE = ".affect-memory.lock"
+"""The lock file inside an embedded store's directory."""
+
+
+class PathLock:
+    """An exclusive, process-wide lock on an embedded store directory, shared within a process.
+
+    The lock is an ``flock`` on the directory itself, which cannot be removed from under its
+    holder the way a lock file can (a second process would then lock a fresh file and write
+    the same path). ``LOCK_FILE`` is locked too, for builds that lock only the file, and names
+    the holder's pid for the refusal message.
+    """
+
+    _held: ClassVar[dict[str, tuple[tuple[int, int], int]]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, directory: Path) -> None:
+        self._key = os.path.realpath(directory)
+        self._released = False
+        with PathLock._guard:
+            held = PathLock._held.get(self._key)
+            if held is not None:
+                PathLock._held[self._key] = (held[0], held[1] + 1)
+                return
+            fds = self._acquire(directory)
+            PathLock._held[self._key] = (fds, 1)
+
+    @staticmethod
+    def _acquire(directory: Path) -> tuple[int, int]:
+        lock_path = directory / LOCK_FILE
+        try:
+            directory_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise StoreUnavailableError(f"cannot open {directory} to lock it: {error}") from None
+        file_fd = -1
+        try:
+            fcntl.flock(directory_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            file_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            for fd in (file_fd, directory_fd):
+                if fd >= 0:
+                    os.close(fd)
+            if not isinstance(error, BlockingIOError):
+                raise StoreUnavailableError(
+                    f"cannot lock the embedded store {directory}: {error}"
+                ) from None
+            raise StoreLockedError(
+                f"the embedded store {directory} is in use by another process "
+                f"(pid {PathLock._holder(lock_path)}); an embedded path serves one process at "
+                f"a time - for several processes run `chroma run --path {directory} --port "
+                "8000` and pass --chroma http://127.0.0.1:8000"
+            ) from None
+        os.ftruncate(file_fd, 0)
+        os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
+        return directory_fd, file_fd
+
+    @staticmethod
+    def _holder(lock_path: Path) -> str:
+        """The pid the holder wrote into the lock file, or "unknown" if the file is gone."""
+        try:
+            with lock_path.open("rb") as file:
+                return file.read(32).decode("ascii", "replace").strip() or "unknown"
+        except OSError:
+            return "unknown"
+
+    def release(self) -> None:
+        """Drop this holder; the OS lock goes when the last holder in the process releases."""
+        if self._released:
+            return
+        self._released = True
+        with PathLock._guard:
+            (directory_fd, file_fd), count = PathLock._held[self._key]
+            if count > 1:
+                PathLock._held[self._key] = ((directory_fd, file_fd), count - 1)
+                return
+            del PathLock._held[self._key]
+            os.ftruncate(file_fd, 0)
+            for fd in (file_fd, directory_fd):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)

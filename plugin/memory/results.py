@@ -1,0 +1,262 @@
+"""What memory calls take and give back: recall queries and their checks, hits, results, reports.
+
+Every type is a plain value: ``to_json`` gives the documented JSON object, in its key order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ValidationError
+
+from kernel.bounds import SignedUnit, check_int
+from kernel.errors import InvalidInputError, shown
+from kernel.models import MAX_TEXT_CHARS, FrozenModel
+from plugin.memory.problems import explain_error, problems_message
+from plugin.memory.records import check_identifier, check_text
+
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "MAX_CANDIDATES",
+    "RECALL_MANY_TOLERANCE",
+    "MemoryStats",
+    "RecallHit",
+    "RecallQuery",
+    "RecallResult",
+    "TurnWriteReport",
+    "WriteReport",
+    "check_candidates",
+    "check_ids",
+    "check_query",
+    "check_top_k",
+    "check_user",
+    "parse_recall_query",
+    "recall_query_problems",
+]
+
+DEFAULT_CANDIDATES = 32
+"""Rows fetched from Chroma per query before kernel reranking."""
+
+MAX_CANDIDATES = 64
+"""Most rows fetched per query; reranking more would mostly reorder noise."""
+
+RECALL_MANY_TOLERANCE = 1e-6
+"""``recall_many`` scores agree with one ``recall`` per query within this (absolute).
+
+The model embeds a query inside a batch slightly differently from alone, in the last bits,
+and by how much depends on the CPU. Measured over the sample corpus and its probes (105
+queries, batches of 2, 7 and all, top 64): at most 1.0e-7 on a score and 2.4e-7 on a distance
+(float32 vectors); the bound is ten times that. Thread count made no difference here.
+"""
+
+
+def check_query(value: object) -> str:
+    """A query: a string with something besides whitespace, at most 4,096 characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty, non-blank string, got {shown(value)}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise ValueError(f"must be at most {MAX_TEXT_CHARS:,} characters, got {shown(value)}")
+    return check_text(value)
+
+
+def check_user(user_id: object) -> str:
+    """The user every read and write is scoped to; ``InvalidInputError`` says why it is needed."""
+    try:
+        return check_identifier(user_id, "user_id")
+    except ValueError as error:
+        raise InvalidInputError(f"{error} (every read and write is scoped to one user)") from None
+
+
+def check_ids(ids: Iterable[object], what: str = "ids") -> list[str]:
+    """Memory ids of a sequence (one string is refused), each checked, repeats dropped."""
+    if isinstance(ids, str):
+        raise InvalidInputError(f"{what} must be a sequence of ids, not one string: {shown(ids)}")
+    checked: list[str] = []
+    seen: set[str] = set()
+    for index, ident in enumerate(ids):
+        try:
+            check_identifier(ident, f"{what}[{index}]")
+        except ValueError as error:
+            raise InvalidInputError(str(error)) from None
+        assert isinstance(ident, str)
+        if ident not in seen:
+            seen.add(ident)
+            checked.append(ident)
+    return checked
+
+
+def check_candidates(candidates: object) -> int:
+    """How many rows to fetch from Chroma: an int from 1 to 64."""
+    try:
+        n = check_int(candidates, 1)
+    except ValueError as error:
+        raise InvalidInputError(f"candidates {error}") from None
+    if n > MAX_CANDIDATES:
+        raise InvalidInputError(
+            f"candidates must be between 1 and {MAX_CANDIDATES}, got {shown(candidates)}"
+        )
+    return n
+
+
+def check_top_k(top_k: object) -> int:
+    """How many ranked memories a recall returns: an int from 1 to 64."""
+    try:
+        k = check_int(top_k, 1)
+    except ValueError as error:
+        raise InvalidInputError(f"top_k {error}") from None
+    if k > MAX_CANDIDATES:
+        raise InvalidInputError(f"top_k must be <= {MAX_CANDIDATES}, got {shown(k)}")
+    return k
+
+
+QueryText = Annotated[str, BeforeValidator(check_query)]
+UserId = Annotated[str, BeforeValidator(check_identifier)]
+
+
+class RecallQuery(FrozenModel):
+    """One query of a batch recall: the text, whose memories, and the current mood valence."""
+
+    query: QueryText
+    user_id: UserId
+    mood_valence: SignedUnit = 0.0
+
+
+def recall_query_problems(
+    value: object, *, where: str | None = "query"
+) -> tuple[RecallQuery | None, list[str]]:
+    """The ``RecallQuery`` ``value`` describes, or every problem it has (each naming ``where``
+    when given, the field and the value)."""
+    label = f"{where}: " if where else ""
+    if isinstance(value, RecallQuery):
+        return value, []
+    if not isinstance(value, Mapping):
+        return None, [
+            f"{label}expected a mapping with query, user_id and mood_valence?, got {shown(value)}"
+        ]
+    try:
+        return RecallQuery.model_validate(value), []
+    except ValidationError as error:
+        return None, [f"{label}{explain_error(item)[0]}" for item in error.errors()]
+
+
+def parse_recall_query(value: object, *, where: str | None = "query") -> RecallQuery:
+    """A ``RecallQuery`` from a query or a mapping; the error names ``where`` (when given),
+    every bad field and its value."""
+    query, problems = recall_query_problems(value, where=where)
+    if query is None:
+        raise InvalidInputError(problems_message(problems))
+    return query
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One ranked memory with every factor of its score."""
+
+    id: str
+    text: str
+    score: float
+    distance: float
+    similarity: float
+    recency: float
+    salience: float
+    congruence: float
+    episode: float
+    """The episode bonus added to the score (0 for a non-episode)."""
+    timestamp: str | None
+    significance: float
+    recall_count: int
+    emotional_valence: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The hit as a JSON object, in the documented key order."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "score": self.score,
+            "distance": self.distance,
+            "similarity": self.similarity,
+            "recency": self.recency,
+            "salience": self.salience,
+            "congruence": self.congruence,
+            "episode": self.episode,
+            "timestamp": self.timestamp,
+            "significance": self.significance,
+            "recall_count": self.recall_count,
+            "emotional_valence": self.emotional_valence,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """The ranked memories for one query at one instant, and the malformed rows left out."""
+
+    query: str
+    user_id: str
+    now: str
+    results: tuple[RecallHit, ...]
+    skipped: tuple[str, ...] = ()
+    """Ids of stored rows among the candidates too malformed to score (logged as warnings)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"query", "user_id", "now", "results": [...], "skipped": [...]}``, in rank order."""
+        return {
+            "query": self.query,
+            "user_id": self.user_id,
+            "now": self.now,
+            "results": [hit.to_json() for hit in self.results],
+            "skipped": list(self.skipped),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReport:
+    """What a write did: how many rows were written and which existing ids were left alone."""
+
+    written: int
+    skipped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnWriteReport:
+    """What ``apply_turn_writes`` did for one turn; a replay reports everything as applied."""
+
+    incremented: tuple[str, ...]
+    already_applied: tuple[str, ...]
+    missing: tuple[str, ...]
+    stored_new: bool
+    skipped: tuple[str, ...] = ()
+    """Recalled ids whose stored ``recall_count`` is malformed: left unchanged, logged."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """Counts and configuration of one store prefix: memories per user, space, HNSW, size."""
+
+    location: str
+    collection: str
+    """The prefix every user's collection is named under."""
+    space: str
+    hnsw: dict[str, Any]
+    embedder: str | None
+    count: int
+    users: dict[str, int] = field(default_factory=dict)
+    """Memories per user with any, by the users' real ids."""
+    size_bytes: int | None = None
+    collections: int = 0
+    """User collections under the prefix (one per user)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stats as a JSON object."""
+        return {
+            "location": self.location,
+            "collection": self.collection,
+            "collections": self.collections,
+            "space": self.space,
+            "hnsw": self.hnsw,
+            "embedder": self.embedder,
+            "count": self.count,
+            "users": self.users,
+            "size_bytes": self.size_bytes,
+        }

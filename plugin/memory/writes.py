@@ -1,0 +1,203 @@
+"""Batch writes into the users' collections: embedded and written in chunks, undone on failure.
+
+``add`` skips the ids a record's user already has; ``upsert`` replaces them, keeping the rows
+it replaces so that a failure can put them back. If a write fails part way (Chroma refuses a
+chunk, the server times out), what the call had sent is taken back before the error is
+raised, so a failed call leaves nothing of itself. A process killed mid-write cannot undo: it
+leaves a prefix of the batch, which re-running the same call completes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from plugin.errors import EmbeddingError, StoreError
+from plugin.memory.collections import UserCollections
+from plugin.memory.records import MemoryRecord
+from plugin.memory.results import WriteReport
+from plugin.memory.rows import StoredRow, ids_of, snapshots_of
+from plugin.models.embeddings import Embedder, check_embeddings
+
+__all__ = ["PROGRESS_MIN", "WRITE_CHUNK", "BatchWriter", "WritePlan", "by_user", "chunks"]
+
+PROGRESS_MIN = 200
+"""Smallest write that shows a progress bar."""
+
+WRITE_CHUNK = 512
+"""Most records embedded and written per Chroma call."""
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``items`` in consecutive slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass
+class WritePlan:
+    """One user's part of a write: the collection and the records to write into it."""
+
+    user_id: str
+    collection: Any
+    records: list[MemoryRecord]
+    previous: dict[str, StoredRow] = field(default_factory=dict)
+    """For upsert: the rows the write replaces, by id."""
+    attempted: list[str] = field(default_factory=list)
+    """Ids handed to Chroma so far (a failed call may have stored some of them)."""
+
+
+def by_user(records: Sequence[MemoryRecord]) -> dict[str, list[MemoryRecord]]:
+    """Records grouped by owner, in first-seen order."""
+    groups: dict[str, list[MemoryRecord]] = {}
+    for record in records:
+        groups.setdefault(record.user_id, []).append(record)
+    return groups
+
+
+class BatchWriter:
+    """Writes validated batches into the collections of one store with one embedder."""
+
+    def __init__(
+        self, collections: UserCollections, embedder: Embedder, *, progress: bool | None
+    ) -> None:
+        """Write through ``collections``; ``progress`` is the default for a bar (None: a TTY)."""
+        self._collections = collections
+        self._embedder = embedder
+        self._progress = progress
+
+    def add(self, batch: Sequence[MemoryRecord], *, progress: bool | None) -> WriteReport:
+        """Store new records; ids the record's user already has are left alone and reported."""
+        plans: list[WritePlan] = []
+        stored: set[tuple[str, str]] = set()
+        for user_id, group in by_user(batch).items():
+            collection = self._collections.of(user_id, create=False)
+            existing = self.existing(collection, [r.id for r in group])
+            stored.update((user_id, ident) for ident in existing)
+            todo = [r for r in group if r.id not in existing]
+            if todo:
+                plans.append(WritePlan(user_id, collection, todo))
+        self.write(plans, replace=False, progress=progress)
+        return WriteReport(
+            written=sum(len(plan.records) for plan in plans),
+            skipped=tuple(r.id for r in batch if (r.user_id, r.id) in stored),
+        )
+
+    def upsert(self, batch: Sequence[MemoryRecord], *, progress: bool | None) -> WriteReport:
+        """Store records, replacing the record's user's memories under the same ids."""
+        plans: list[WritePlan] = []
+        for user_id, group in by_user(batch).items():
+            collection = self._collections.of(user_id, create=False)
+            plan = WritePlan(user_id, collection, group)
+            if collection is not None:
+                plan.previous = self.snapshot(collection, [r.id for r in group])
+            plans.append(plan)
+        self.write(plans, replace=True, progress=progress)
+        return WriteReport(written=len(batch))
+
+    def existing(self, collection: Any | None, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the collection already holds."""
+        found: set[str] = set()
+        if collection is None:
+            return found
+        with self._collections.backend("look up ids"):
+            for chunk in chunks(ids, self._collections.max_batch):
+                found.update(ids_of(collection.get(ids=list(chunk), include=[])))
+        return found
+
+    def snapshot(self, collection: Any, ids: Sequence[str]) -> dict[str, StoredRow]:
+        """The stored rows of ``ids`` as they are, to undo an upsert."""
+        rows: dict[str, StoredRow] = {}
+        with self._collections.backend("read the rows an upsert replaces"):
+            for chunk in chunks(ids, self._collections.max_batch):
+                rows.update(
+                    snapshots_of(
+                        collection.get(
+                            ids=list(chunk), include=["documents", "metadatas", "embeddings"]
+                        )
+                    )
+                )
+        return rows
+
+    def _show_progress(self, total: int, asked: bool | None) -> bool:
+        wanted = asked if asked is not None else self._progress
+        if wanted is None:
+            wanted = sys.stderr.isatty()
+        return bool(wanted) and total >= PROGRESS_MIN
+
+    def write(self, plans: Sequence[WritePlan], *, replace: bool, progress: bool | None) -> None:
+        """Embed and write every plan in chunks; on any failure undo the call, then raise."""
+        total = sum(len(plan.records) for plan in plans)
+        if not total:
+            return
+        from tqdm import tqdm
+
+        chunk_size = min(self._collections.max_batch, WRITE_CHUNK)
+        bar = tqdm(
+            total=total,
+            unit="memory",
+            desc="ingest",
+            disable=not self._show_progress(total, progress),
+            file=sys.stderr,
+        )
+        action = "upsert" if replace else "add"
+        try:
+            with bar:
+                for plan in plans:
+                    if plan.collection is None:
+                        plan.collection = self._collections.of(plan.user_id, create=True)
+                    write = plan.collection.upsert if replace else plan.collection.add
+                    for chunk in chunks(plan.records, chunk_size):
+                        texts = [record.text for record in chunk]
+                        vectors = check_embeddings(
+                            self._embedder.embed_documents(texts), len(texts)
+                        )
+                        ids = [record.id for record in chunk]
+                        plan.attempted.extend(ids)
+                        with self._collections.backend("write memories"):
+                            write(
+                                ids=ids,
+                                embeddings=vectors,
+                                documents=texts,
+                                metadatas=[record.to_metadata() for record in chunk],
+                            )
+                        bar.update(len(chunk))
+        except BaseException as error:
+            attempted = sum(len(plan.attempted) for plan in plans)
+            try:
+                self._undo(plans)
+            except BaseException as undo_error:
+                raise StoreError(
+                    f"{action} failed ({error}) and undoing it failed too ({undo_error}): up to "
+                    f"{attempted:,} of its records may be stored; run the same {action} again "
+                    "to complete it"
+                ) from error
+            if isinstance(error, StoreError | EmbeddingError) and attempted:
+                raise type(error)(
+                    f"{error}; nothing of this {action} was kept (the {attempted:,} records it "
+                    "had sent were taken back)"
+                ) from error
+            raise
+
+    def _undo(self, plans: Sequence[WritePlan]) -> None:
+        """Take back what ``write`` sent: delete added ids, put replaced rows back."""
+        for plan in plans:
+            if not plan.attempted or plan.collection is None:
+                continue
+            added = [ident for ident in plan.attempted if ident not in plan.previous]
+            replaced = [ident for ident in plan.attempted if ident in plan.previous]
+            with self._collections.backend("undo a failed write"):
+                for part in chunks(added, self._collections.max_batch):
+                    plan.collection.delete(ids=list(part))
+                for part in chunks(replaced, self._collections.max_batch):
+                    rows = [plan.previous[ident] for ident in part]
+                    plan.collection.upsert(
+                        ids=list(part),
+                        documents=[text for text, _, _ in rows],
+                        metadatas=[meta for _, meta, _ in rows],
+                        embeddings=np.asarray([vector for _, _, vector in rows], dtype=np.float32),
+                    )
