@@ -73,12 +73,12 @@ from kernel.bounds import check_conversation_id, check_limit
 from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
+from plugin.errors import LockTimeoutError
 
 __all__ = [
     "DEFAULT_SCHEMA",
     "SCHEMA_VERSION",
     "STATE_FORMAT_VERSION",
-    "LockTimeoutError",
     "PostgresStateStore",
     "conversation_lock_key",
 ]
@@ -138,19 +138,6 @@ _SESSION_SETTINGS = {
 
 _T = TypeVar("_T")
 _Connection = psycopg.Connection[tuple[Any, ...]]
-
-
-class LockTimeoutError(StateStoreError):
-    """A conversation stayed held by another turn for longer than the store's lock timeout."""
-
-    def __init__(self, conversation_id: str, timeout: float, detail: str) -> None:
-        """Name the conversation, the timeout and what held it."""
-        super().__init__(
-            f"gave up waiting for conversation {shown(conversation_id)} after {timeout:g} s "
-            f"(lock_timeout): {detail}"
-        )
-        self.conversation_id = conversation_id
-        self.timeout = timeout
 
 
 class _ConnectionLostError(StateStoreError):

@@ -21,16 +21,12 @@ from kernel.errors import AffectMemoryError, InvalidInputError
 from kernel.models import AffectState
 from kernel.protocols import GateInput, GateResult
 from plugin.cli import main
-from plugin.gate.classifier import (
-    DEFAULT_EXEMPLARS_PATH,
-    DEFAULT_RETRIEVAL_RULE,
-    EmbeddingIntentGate,
-    ExemplarError,
-    GateParams,
-    IntentExemplars,
-    evaluate,
-    load_exemplars,
-)
+from plugin.errors import ExemplarError
+from plugin.gate.classifier import EmbeddingIntentGate
+from plugin.gate.cues import DEFAULT_RETRIEVAL_RULE
+from plugin.gate.evaluation import evaluate
+from plugin.gate.exemplars import DEFAULT_EXEMPLARS_PATH, IntentExemplars, load_exemplars
+from plugin.gate.params import GateParams
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PATH = ROOT / "fixtures" / "intent_eval.jsonl"

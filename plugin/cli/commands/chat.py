@@ -20,8 +20,9 @@ from typing import Any, TextIO
 from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from plugin.cli.formatting import error_line
 from plugin.cli.store_options import add_store_arguments, default_data_dir, open_memory
+from plugin.errors import ChatConfigError
 
-__all__ = ["MODEL_ENV", "MODEL_URL_ENV", "ChatConfigError", "register", "run"]
+__all__ = ["MODEL_ENV", "MODEL_URL_ENV", "register", "run"]
 
 MODEL_URL_ENV = "AFFECT_MEMORY_MODEL_URL"
 """Environment variable read when ``--model-url`` is not given."""
@@ -38,10 +39,6 @@ _HOW = (
     "e.g. --model-url http://127.0.0.1:11434/v1 --model llama3.1 for Ollama, or the /v1 URL of "
     "a vLLM or llama.cpp server"
 )
-
-
-class ChatConfigError(InvalidInputError):
-    """The chat cannot start: no model endpoint, no model name, or a missing API key."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

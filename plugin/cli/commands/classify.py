@@ -11,21 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from kernel.engine import DEFAULT_ENGINE_LIMITS
 from kernel.errors import InvalidInputError, shown
+from plugin.errors import QueryFileError
 from plugin.jsonl import read_jsonl
 
 if TYPE_CHECKING:
-    from plugin.gate.classifier import EmbeddingIntentGate, EvaluationReport
+    from plugin.gate.classifier import EmbeddingIntentGate
+    from plugin.gate.evaluation import EvaluationReport
 
-__all__ = ["QueryFileError", "register", "run"]
+__all__ = ["register", "run"]
 
 _TEXT_WIDTH = 60
 
 MAX_TEXT_CHARS = DEFAULT_ENGINE_LIMITS.max_message_chars
 """Longest message classified: the engine's own message limit, so no door takes more."""
-
-
-class QueryFileError(InvalidInputError):
-    """A line of a ``--queries`` or ``--evaluate`` file is unusable; the message names the line."""
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -176,7 +174,8 @@ def _format_report(report: EvaluationReport) -> str:
 
 
 def _build_gate(args: argparse.Namespace) -> EmbeddingIntentGate:
-    from plugin.gate.classifier import EmbeddingIntentGate, load_exemplars
+    from plugin.gate.classifier import EmbeddingIntentGate
+    from plugin.gate.exemplars import load_exemplars
 
     exemplars = load_exemplars(args.exemplars) if args.exemplars is not None else None
     return EmbeddingIntentGate(exemplars=exemplars)
@@ -227,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_evaluate(args: argparse.Namespace, gate: EmbeddingIntentGate) -> int:
-    from plugin.gate.classifier import evaluate
+    from plugin.gate.evaluation import evaluate
 
     texts, intents, splits = _read_labelled(args.evaluate, gate.labels)
     _quiet_model_loading()
