@@ -30,6 +30,7 @@ __all__ = [
     "GateInput",
     "GateResult",
     "GenerateInput",
+    "IntentGate",
     "MemoryRetriever",
     "Message",
     "ModelAdapter",
@@ -128,12 +129,20 @@ class TurnRecord(FrozenModel):
 
 
 @runtime_checkable
-class ModelAdapter(Protocol):
-    """A language model: an async gate and a streaming generator of text chunks."""
+class IntentGate(Protocol):
+    """Decides a turn's intent and whether to respond and retrieve: a model adapter's gate half.
+
+    An adapter may delegate its gate to one (the embedding gate, a model-backed gate).
+    """
 
     async def gate(self, request: GateInput) -> GateResult:
         """Classify the message and decide whether to respond and retrieve."""
         ...
+
+
+@runtime_checkable
+class ModelAdapter(IntentGate, Protocol):
+    """A language model: an async gate and a streaming generator of text chunks."""
 
     def generate(self, request: GenerateInput) -> AsyncIterator[str]:
         """Stream the reply as text chunks."""

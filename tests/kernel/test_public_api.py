@@ -51,6 +51,7 @@ PUBLIC = [
     "GenerateInput",
     "Goals",
     "ImpulseResult",
+    "IntentGate",
     "IntentImpulse",
     "InvalidInputError",
     "LimitExceededError",
