@@ -30,7 +30,8 @@ from kernel.affect import decoding_params, mood_octant
 from kernel.engine import DEFAULT_APPRAISAL_POLICY
 from kernel.models import AffectState
 from kernel.surfacing import build_presence_vector
-from plugin.integrations.mcp_server import TOOL_NAMES, memory_id
+from plugin.integrations.mcp_server import TOOL_NAMES
+from plugin.integrations.mcp_tools import memory_id
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    from plugin.integrations.mcp_server import ServerConfig, build_server
+    from plugin.integrations.mcp_server import build_server
+    from plugin.integrations.mcp_tools import ServerConfig
 
     config = ServerConfig(
         data_dir=args.data_dir or default_data_dir(),
