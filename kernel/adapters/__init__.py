@@ -7,6 +7,7 @@ from kernel.adapters.memory_store import InMemoryStateStore
 from kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
 from kernel.adapters.static_retriever import StaticRetriever
 from kernel.adapters.store_support import (
+    HeldTransaction,
     PreparedCommit,
     check_outbox_ids,
     holding,
@@ -14,6 +15,7 @@ from kernel.adapters.store_support import (
 )
 
 __all__ = [
+    "HeldTransaction",
     "InMemoryStateStore",
     "PreparedCommit",
     "ScriptedModel",

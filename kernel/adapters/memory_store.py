@@ -8,10 +8,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
+from kernel.adapters.store_support import (
+    HeldTransaction,
+    check_outbox_ids,
+    holding,
+    prepare_commit,
+)
 from kernel.bounds import check_conversation_id, check_limit
 from kernel.clock import Clock, utc_now
-from kernel.errors import InvalidInputError, StateStoreError
+from kernel.errors import InvalidInputError
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
@@ -112,20 +117,12 @@ class InMemoryStateStore:
                 )
 
 
-class _MemoryTransaction:
+class _MemoryTransaction(HeldTransaction):
     """One held conversation of an ``InMemoryStateStore``."""
 
     def __init__(self, store: InMemoryStateStore, conversation_id: str) -> None:
+        super().__init__(conversation_id)
         self._store = store
-        self._conversation_id = conversation_id
-        self.committed = False
-        self.closed = False
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise StateStoreError(
-                f"transaction on conversation {self._conversation_id!r} is already closed"
-            )
 
     async def load_state(self) -> AffectState | None:
         """The committed state, or None for a new conversation."""
@@ -147,10 +144,6 @@ class _MemoryTransaction:
         outbox: Sequence[OutboxItem] = (),
     ) -> None:
         """Write state (None keeps the old), messages and outbox at once; only once."""
-        self._check_open()
-        if self.committed:
-            raise StateStoreError(
-                f"transaction on conversation {self._conversation_id!r} was already committed"
-            )
+        self._check_first_commit()
         self._store._commit(self._conversation_id, state, messages, outbox)
         self.committed = True

@@ -16,6 +16,7 @@ from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 
 __all__ = [
+    "HeldTransaction",
     "PreparedCommit",
     "check_outbox_ids",
     "holding",
@@ -100,3 +101,26 @@ def prepare_commit(
             )
         items.setdefault(item.id, item)
     return PreparedCommit(state, tuple(stamped), tuple(items.values()))
+
+
+class HeldTransaction:
+    """The bookkeeping every store's transaction shares: open until closed, committed once."""
+
+    def __init__(self, conversation_id: str) -> None:
+        """A transaction on ``conversation_id``, open and not committed."""
+        self._conversation_id = conversation_id
+        self.committed = False
+        self.closed = False
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StateStoreError(
+                f"transaction on conversation {shown(self._conversation_id)} is already closed"
+            )
+
+    def _check_first_commit(self) -> None:
+        self._check_open()
+        if self.committed:
+            raise StateStoreError(
+                f"transaction on conversation {shown(self._conversation_id)} was already committed"
+            )

@@ -1,5 +1,6 @@
 """Conversation state stores: state, transcript and outbox of each conversation, committed whole.
 
-``sqlite`` serves one host (file locks, WAL); ``postgres`` serves many hosts (advisory locks on
-a shared server). ``common`` holds what both write and read the same way.
+``sqlite`` serves one host (file locks, WAL) with its ``sqlite_*`` parts and ``file_locks``;
+``postgres`` serves many hosts (advisory locks on a shared server) with its ``postgres_*``
+parts. ``common`` holds what both write and read the same way.
 """

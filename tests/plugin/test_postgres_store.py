@@ -37,9 +37,9 @@ from kernel import (  # noqa: E402
 from kernel.adapters import ScriptedModel  # noqa: E402
 from kernel.engine import AffectEngine  # noqa: E402
 from kernel.protocols import GateResult, Message, OutboxItem  # noqa: E402
+from plugin.errors import LockTimeoutError  # noqa: E402
 from plugin.state.postgres import (  # noqa: E402
     SCHEMA_VERSION,
-    LockTimeoutError,
     PostgresStateStore,
     conversation_lock_key,
 )
