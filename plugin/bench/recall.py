@@ -15,18 +15,20 @@ beside them), and ``filter_only_ms`` times that collection's ``where user_id`` a
 
 recall@k compares Chroma's k ids with an exact numpy cosine search over the same vectors and
 the same user's rows (or all rows, unfiltered).
+
+Corpora and exact search are ``plugin.bench.recall_corpus``'s, targets and the text report
+``plugin.bench.recall_report``'s. What is left here (about 600 lines) is one measurement: the
+per-user, shared, over-fetch and partition layouts are timed query by query in one loop each,
+over the same built collections, and read best side by side.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,11 +41,25 @@ from plugin.bench.common import (
     TableEmbedder,
     load_average,
     machine,
-    memory_records,
-    sentences,
     summary_ms,
 )
-from plugin.cli.formatting import format_table
+from plugin.bench.recall_corpus import (
+    WARMUP_QUERIES,
+    Corpus,
+    Exact,
+    hnsw_tag,
+    progress_bar,
+    random_corpus,
+    real_corpus,
+    recall_fraction,
+)
+from plugin.bench.recall_report import (
+    CONVERSION_SHARE_TARGET,
+    P95_TARGET_MS,
+    RECALL_TARGET,
+    format_report,
+    targets,
+)
 from plugin.memory.collections import DEFAULT_HNSW, HnswParams
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.ranking import rank_rows
@@ -52,25 +68,11 @@ from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
 
 __all__ = [
-    "CONVERSION_SHARE_TARGET",
-    "P95_TARGET_MS",
-    "RECALL_TARGET",
     "RecallPlan",
     "measure",
     "register",
 ]
 
-CONVERSION_SHARE_TARGET = 0.10
-"""Conversion + rerank may take at most this share of recall time (64 candidates, 10k)."""
-
-P95_TARGET_MS = 30.0
-"""p95 of a user-filtered recall at 100,000 memories, embedding excluded."""
-
-RECALL_TARGET = 0.98
-"""recall@64 against exact search, user filter on, real embeddings."""
-
-DIMENSION = 384
-WARMUP_QUERIES = 3
 FILTER_PROBES = 30
 OVERFETCH_QUERIES = 50
 """Queries per over-fetch size (each returns hundreds of rows with metadata: slow)."""
@@ -78,7 +80,6 @@ EMBED_PROBES = 40
 """Random-vector queries whose sentence is also embedded (the embed stage does not depend on
 the collection); real-corpus queries are all embedded, since the embedding is the query."""
 """Queries that also time the metadata filter alone (``get(where=user)``), a diagnostic."""
-RANDOM_EMBEDDER = "random-unit-vectors-384"
 
 
 @dataclass(frozen=True)
@@ -212,123 +213,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-# ---------------------------------------------------------------- corpora
-
-
-def _unit(rng: np.random.Generator, count: int) -> np.ndarray:
-    vectors = rng.standard_normal((count, DIMENSION), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors
-
-
-def _tag(hnsw: HnswParams) -> str:
-    return f"c{hnsw.ef_construction}-s{hnsw.ef_search}-m{hnsw.max_neighbors}"
-
-
-@dataclass(frozen=True)
-class _Corpus:
-    """Stored texts, ids, owners and vectors, and the queries asked of them."""
-
-    kind: str
-    texts: list[str]
-    ids: np.ndarray
-    owners: np.ndarray
-    vectors: np.ndarray
-    query_texts: list[str]
-    query_vectors: np.ndarray | None
-    """Vectors of the queries; None means the query text's real embedding is the query."""
-    records: Callable[[], list[dict[str, Any]]]
-    embedder_name: str
-
-
-def _random_corpus(n: int, plan: RecallPlan) -> _Corpus:
-    rng = np.random.default_rng([plan.seed, n])
-    texts = [f"synthetic memory {i}" for i in range(n)]
-    users = plan.users
-    return _Corpus(
-        kind="random",
-        texts=texts,
-        ids=np.array([f"m{i:07d}" for i in range(n)]),
-        owners=np.array([f"user-{i % users:02d}" for i in range(n)]),
-        vectors=_unit(rng, n),
-        query_texts=sentences(plan.queries + WARMUP_QUERIES, seed=plan.seed + 1),
-        query_vectors=_unit(rng, plan.queries + WARMUP_QUERIES),
-        records=lambda: memory_records(texts, users=users, seed=plan.seed),
-        embedder_name=RANDOM_EMBEDDER,
-    )
-
-
-def _real_corpus(
-    n: int, plan: RecallPlan, model: Embedder, root: Path, progress: bool
-) -> tuple[_Corpus, float | None]:
-    """N sentences, embedded once and cached beside the store, and held-out query sentences.
-
-    ``sentences`` draws in order, so the first N of a longer draw are the corpus and the rest
-    are queries no memory repeats; only the corpus is cached (queries are the embed stage).
-    """
-    texts = sentences(n + plan.queries + WARMUP_QUERIES, seed=plan.seed)
-    stored, asked = texts[:n], texts[n:]
-    digest = hashlib.sha256("\n".join(stored).encode()).hexdigest()[:12]
-    cache = root / f"real-{n}-{digest}.npy"
-    seconds: float | None = None
-    if cache.exists():
-        vectors = check_embeddings(np.load(cache), n)
-    else:
-        start = time.perf_counter()
-        parts = []
-        with _bar(n, progress, "embed real corpus", "memory") as step:
-            for first in range(0, n, 512):
-                chunk = stored[first : first + 512]
-                parts.append(check_embeddings(model.embed_documents(chunk), len(chunk)))
-                step(len(chunk))
-        vectors = np.concatenate(parts)
-        seconds = time.perf_counter() - start
-        partial = cache.with_name(cache.name + ".partial.npy")
-        np.save(partial, vectors)
-        partial.replace(cache)  # never leave a half-written cache behind
-    users = plan.users
-    corpus = _Corpus(
-        kind="real",
-        texts=stored,
-        ids=np.array([f"m{i:07d}" for i in range(n)]),
-        owners=np.array([f"user-{i % users:02d}" for i in range(n)]),
-        vectors=vectors,
-        query_texts=asked,
-        query_vectors=None,
-        records=lambda: memory_records(stored, users=users, seed=plan.seed),
-        embedder_name=model.name,
-    )
-    return corpus, seconds
-
-
-# ---------------------------------------------------------------- exact search
-
-
-class _Exact:
-    """Brute-force cosine top-k over the stored vectors, overall or within one user's rows."""
-
-    def __init__(self, corpus: _Corpus) -> None:
-        self._vectors = corpus.vectors
-        self._ids = corpus.ids
-        self._by_user = {
-            user: np.flatnonzero(corpus.owners == user) for user in np.unique(corpus.owners)
-        }
-
-    def top(self, vector: np.ndarray, k: int, user: str | None) -> set[str]:
-        """The ids of the k nearest rows (of ``user`` when given)."""
-        rows = self._by_user[user] if user is not None else None
-        matrix = self._vectors if rows is None else self._vectors[rows]
-        similarity = matrix @ vector
-        k = min(k, similarity.shape[0])
-        best = np.argpartition(-similarity, k - 1)[:k]
-        picked = best if rows is None else rows[best]
-        return set(self._ids[picked].tolist())
-
-
-def _recall(found: Sequence[str], exact: set[str]) -> float:
-    return len(exact.intersection(found)) / len(exact) if exact else 1.0
-
-
 # ---------------------------------------------------------------- timing hooks
 
 
@@ -370,26 +254,12 @@ def _client_beside(memory: ChromaMemory) -> Any:
     return client
 
 
-@contextmanager
-def _bar(total: int, enabled: bool, label: str, unit: str) -> Iterator[Callable[[int], None]]:
-    """A tqdm bar on stderr (shown only on a terminal), or a no-op."""
-    if not enabled:
-        yield lambda count: None
-        return
-    from tqdm import tqdm
-
-    with tqdm(
-        total=total, desc=label, unit=unit, file=sys.stderr, leave=False, disable=None
-    ) as bar:
-        yield bar.update
-
-
 # ---------------------------------------------------------------- one collection
 
 
 def _open(
     root: Path,
-    corpus: _Corpus,
+    corpus: Corpus,
     plan: RecallPlan,
     progress: bool,
     name: str | None = None,
@@ -403,7 +273,7 @@ def _open(
     cost grows with every memory in it, so a shared store would make small sizes look slow.
     """
     n = len(corpus.texts)
-    name = name or f"{corpus.kind}-{n}-{_tag(plan.hnsw)}-seed{plan.seed}"
+    name = name or f"{corpus.kind}-{n}-{hnsw_tag(plan.hnsw)}-seed{plan.seed}"
     table = TableEmbedder(corpus.texts, corpus.vectors, name=corpus.embedder_name)
     memory = ChromaMemory(
         root / (store or name),
@@ -427,7 +297,7 @@ def _open(
     return memory, time.perf_counter() - start
 
 
-def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
+def _shared(memory: ChromaMemory, corpus: Corpus, plan: RecallPlan) -> Any:
     """The corpus in one collection of every user, beside the per-user ones (reused if whole)."""
     from chromadb.errors import NotFoundError
 
@@ -459,14 +329,14 @@ def _shared(memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan) -> Any:
 def _measure(
     memory: ChromaMemory,
     timer: _ChromaTimer,
-    corpus: _Corpus,
+    corpus: Corpus,
     model: Embedder,
     plan: RecallPlan,
     step: Callable[[int], None],
 ) -> list[dict[str, Any]]:
     """Per-user and unfiltered shared-collection rows, queries interleaved."""
     shared = _TimedCollection(_shared(memory, corpus, plan))
-    exact = _Exact(corpus)
+    exact = Exact(corpus)
     k = plan.candidates
     stages: dict[str, list[int]] = {
         "embed": [], "query": [], "conversion": [], "rerank": [], "unfiltered_query": []
@@ -514,8 +384,9 @@ def _measure(
         if embed_ns is not None:
             stages["embed"].append(embed_ns)
             totals.append(embed_ns + path_ns + rerank_ns)
-        recall_filtered.append(_recall(rows.ids, exact.top(vector[0], k, user)))
-        recall_unfiltered.append(_recall(unfiltered["ids"][0], exact.top(vector[0], k, None)))
+        recall_filtered.append(recall_fraction(rows.ids, exact.top(vector[0], k, user)))
+        everyone = exact.top(vector[0], k, None)
+        recall_unfiltered.append(recall_fraction(unfiltered["ids"][0], everyone))
     filtered = {
         "corpus": corpus.kind,
         "n": len(corpus.texts),
@@ -544,11 +415,11 @@ def _measure(
 
 
 def _overfetch(
-    memory: ChromaMemory, corpus: _Corpus, plan: RecallPlan, fetch: int
+    memory: ChromaMemory, corpus: Corpus, plan: RecallPlan, fetch: int
 ) -> dict[str, Any]:
     """Unfiltered query of ``fetch`` rows, then keep the user's first k: time and recall."""
     shared = _shared(memory, corpus, plan)
-    exact = _Exact(corpus)
+    exact = Exact(corpus)
     assert corpus.query_vectors is not None
     times: list[int] = []
     recalls: list[float] = []
@@ -570,7 +441,7 @@ def _overfetch(
             continue
         short += len(kept) < plan.candidates
         times.append(elapsed)
-        recalls.append(_recall(kept, exact.top(vector[0], plan.candidates, user)))
+        recalls.append(recall_fraction(kept, exact.top(vector[0], plan.candidates, user)))
     return {
         "n": len(corpus.texts),
         "fetch": fetch,
@@ -585,7 +456,7 @@ def _picker(records: list[dict[str, Any]], rows: np.ndarray) -> Callable[[], lis
     return lambda: [records[i] for i in rows.tolist()]
 
 
-def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) -> dict[str, Any]:
+def _partitioned(root: Path, corpus: Corpus, plan: RecallPlan, progress: bool) -> dict[str, Any]:
     """One collection per user (the same vectors): the query path's filter then matches all."""
     records = corpus.records()
     memories: dict[str, ChromaMemory] = {}
@@ -601,11 +472,11 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
                 vectors=corpus.vectors[rows],
                 records=_picker(records, rows),
             )
-            name = f"part-{len(corpus.texts)}-{_tag(plan.hnsw)}-seed{plan.seed}-{user}"
-            store = f"part-{len(corpus.texts)}-{_tag(plan.hnsw)}-seed{plan.seed}"
+            name = f"part-{len(corpus.texts)}-{hnsw_tag(plan.hnsw)}-seed{plan.seed}-{user}"
+            store = f"part-{len(corpus.texts)}-{hnsw_tag(plan.hnsw)}-seed{plan.seed}"
             memories[user], seconds = _open(root, part, plan, progress, name=name, store=store)
             built += seconds or 0.0
-        exact = _Exact(corpus)
+        exact = Exact(corpus)
         assert corpus.query_vectors is not None
         k = plan.candidates
         owned = {
@@ -638,8 +509,8 @@ def _partitioned(root: Path, corpus: _Corpus, plan: RecallPlan, progress: bool) 
             wanted = exact.top(vector[0], k, user)
             path_ns.append(elapsed)
             plain_ns.append(plain_elapsed)
-            recalls.append(_recall(found.ids, wanted))
-            plain_recalls.append(_recall(plain["ids"][0], wanted))
+            recalls.append(recall_fraction(found.ids, wanted))
+            plain_recalls.append(recall_fraction(plain["ids"][0], wanted))
     finally:
         for memory in memories.values():
             memory.close()
@@ -673,12 +544,20 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         if plan.real:
             jobs.append(("real", plan.real))
         for kind, n in jobs:
-            corpus: _Corpus
+            corpus: Corpus
             embed_seconds = None
             if kind == "random":
-                corpus = _random_corpus(n, plan)
+                corpus = random_corpus(n, queries=plan.queries, users=plan.users, seed=plan.seed)
             else:
-                corpus, embed_seconds = _real_corpus(n, plan, model, root, progress)
+                corpus, embed_seconds = real_corpus(
+                    n,
+                    queries=plan.queries,
+                    users=plan.users,
+                    seed=plan.seed,
+                    model=model,
+                    root=root,
+                    progress=progress,
+                )
             timer = _ChromaTimer()
             memory, build_seconds = _open(root, corpus, plan, progress, observer=timer)
             try:
@@ -695,7 +574,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                     }
                 )
                 queries = len(corpus.query_texts)
-                with _bar(queries, progress, f"{kind} n={n:,} queries", "query") as step:
+                with progress_bar(queries, progress, f"{kind} n={n:,} queries", "query") as step:
                     rows.extend(_measure(memory, timer, corpus, model, plan, step))
                 if kind == "random" and n == max(plan.sizes):
                     overfetch.extend(_overfetch(memory, corpus, plan, f) for f in plan.overfetch)
@@ -714,176 +593,8 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         "overfetch": overfetch,
         "partition": partition,
         "builds": builds,
-        "targets": _targets(rows),
+        "targets": targets(rows),
         "machine": machine(load_before),
     }
 
 
-def _targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each target with the figure it is judged on, or None when the run lacks that size."""
-
-    def row(corpus: str, n: int | None, filtered: bool = True) -> dict[str, Any] | None:
-        wanted = "user" if filtered else "none"
-        matches = [
-            r
-            for r in rows
-            if r["corpus"] == corpus and r["filter"] == wanted and (n is None or r["n"] == n)
-        ]
-        return matches[-1] if matches else None
-
-    share: dict[str, Any] = {"target": CONVERSION_SHARE_TARGET, "n": 10_000}
-    ten_k = row("random", 10_000)
-    if ten_k is not None:
-        cost = ten_k["conversion_ms"]["median"] + ten_k["rerank_ms"]["median"]
-        share["of_total"] = round(cost / ten_k["total_ms"]["median"], 4)
-        share["of_total_excluding_embed"] = round(
-            cost / ten_k["total_excluding_embed_ms"]["median"], 4
-        )
-        share["met"] = share["of_total_excluding_embed"] <= CONVERSION_SHARE_TARGET
-    p95: dict[str, Any] = {"target_ms": P95_TARGET_MS, "n": 100_000}
-    big = row("random", 100_000)
-    if big is not None:
-        p95["measured_ms"] = big["total_excluding_embed_ms"]["p95"]
-        p95["met"] = p95["measured_ms"] <= P95_TARGET_MS
-    real: dict[str, Any] = {"target": RECALL_TARGET}
-    measured = row("real", None)
-    if measured is not None:
-        real.update(n=measured["n"], measured=measured["recall_at_k"])
-        real["met"] = measured["recall_at_k"] >= RECALL_TARGET
-    return {"conversion_share": share, "p95_at_100k": p95, "real_recall": real}
-
-
-def format_report(report: dict[str, Any]) -> str:
-    """Stage table, unfiltered table, builds and targets as text."""
-    filtered = [r for r in report["rows"] if r["filter"] == "user"]
-    stage_keys = ("embed_ms", "query_ms", "conversion_ms", "rerank_ms", "total_excluding_embed_ms")
-    headers = ["corpus", "n", "embed", "chroma", "convert", "rerank", "excl. embed", "total"]
-    cells: list[list[object]] = []
-    for r in filtered:
-        cells.append(
-            [
-                r["corpus"],
-                r["n"],
-                *(f"{r[key]['median']:.2f} / {r[key]['p95']:.2f}" for key in stage_keys),
-                f"{r['total_ms']['median']:.2f} / {r['total_ms']['p95']:.2f}",
-            ]
-        )
-    recall_cells = [
-        [r["corpus"], r["n"], r["filter"], r["query_ms"]["median"], r["query_ms"]["p95"],
-         r["recall_at_k"], r["recall_at_k_min"]]
-        for r in report["rows"]
-    ]  # fmt: skip
-    k = report["candidates"]
-    lines = [
-        f"recall with the user filter, {k} candidates, top {report['top_k']}: ms median / p95",
-        format_table(headers, cells),
-        "",
-        f"Chroma query alone and recall@{k} against exact search",
-        format_table(
-            ["corpus", "n", "filter", "median ms", "p95 ms", f"recall@{k}", "worst query"],
-            recall_cells,
-        ),
-    ]
-    lines += [
-        "",
-        "the metadata filter alone (get where user_id, ids only) beside the filtered query",
-        format_table(
-            ["corpus", "n", "matches", "filter median ms", "filter p95 ms", "query median ms"],
-            [
-                [
-                    r["corpus"],
-                    r["n"],
-                    r["filter_matches"],
-                    r["filter_only_ms"]["median"],
-                    r["filter_only_ms"]["p95"],
-                    r["query_ms"]["median"],
-                ]
-                for r in filtered
-            ],
-        ),
-    ]
-    part = report.get("partition")
-    if part:
-        lines += [
-            "",
-            f"one collection per user ({part['collections']} collections, n={part['n']:,} in "
-            "all): the query path (its filter matches every row) and a plain unfiltered query",
-            format_table(
-                ["query", "median ms", "p95 ms", f"recall@{k}"],
-                [
-                    [
-                        "ChromaMemory.query_rows",
-                        part["query_path_ms"]["median"],
-                        part["query_path_ms"]["p95"],
-                        part["recall_at_k"],
-                    ],
-                    [
-                        "collection.query, no where",
-                        part["unfiltered_query_ms"]["median"],
-                        part["unfiltered_query_ms"]["p95"],
-                        part["unfiltered_recall_at_k"],
-                    ],
-                ],
-            ),
-        ]
-    if report["overfetch"]:
-        lines += [
-            "",
-            f"over-fetch without the filter, then keep the user's first {k}",
-            format_table(
-                ["n", "fetch", "median ms", "p95 ms", f"recall@{k}", "queries short"],
-                [
-                    [
-                        o["n"],
-                        o["fetch"],
-                        o["query_ms"]["median"],
-                        o["query_ms"]["p95"],
-                        o["recall_at_k"],
-                        o["queries_short_of_k"],
-                    ]
-                    for o in report["overfetch"]
-                ],
-            ),
-        ]
-    lines += ["", "builds"]
-    lines.append(
-        format_table(
-            ["corpus", "n", "seconds", "inserts/s"],
-            [
-                [
-                    b["corpus"],
-                    b["n"],
-                    "reused" if b["reused"] else b["build_seconds"],
-                    "-" if b["reused"] else b["inserts_per_second"],
-                ]
-                for b in report["builds"]
-            ],
-        )
-    )
-    targets = report["targets"]
-    share, p95, real = targets["conversion_share"], targets["p95_at_100k"], targets["real_recall"]
-    lines.append("")
-    if "met" in share:
-        lines.append(
-            f"target conversion + rerank <= {share['target']:.0%} of recall at 10,000: "
-            f"{share['of_total_excluding_embed']:.1%} excluding embedding, "
-            f"{share['of_total']:.1%} including it ({'met' if share['met'] else 'NOT met'})"
-        )
-    if "met" in p95:
-        lines.append(
-            f"target p95 <= {p95['target_ms']:g} ms at 100,000 with the filter, excluding "
-            f"embedding: {p95['measured_ms']:.1f} ms ({'met' if p95['met'] else 'NOT met'})"
-        )
-    if "met" in real:
-        lines.append(
-            f"target recall@{k} >= {real['target']} on {real['n']:,} real embeddings with the "
-            f"filter: {real['measured']:.4f} ({'met' if real['met'] else 'NOT met'})"
-        )
-    hnsw = report["hnsw"]
-    m = report["machine"]
-    lines.append(
-        f"HNSW ef_construction={hnsw['ef_construction']} ef_search={hnsw['ef_search']} "
-        f"max_neighbors={hnsw['max_neighbors']}; chromadb {m['chromadb']}, {m['cpus']} CPUs, "
-        f"load average {m['load_average_1m_before']} before, {m['load_average_1m_after']} after"
-    )
-    return "\n".join(lines)

@@ -8,6 +8,9 @@ that says how close the columnar path gets to the machine's limit.
   ``score_candidate`` each, dedupe, full sort, cut -- the pre-columnar ``rank_candidates``.
 * columnar: numpy columns (epoch-second timestamps, ids as a numpy str array) through
   ``score_batch`` (validation included) and ``rank_batch`` to the top-k indices.
+
+One benchmark in one module (about 460 lines): the synthetic batch, the interleaved timing of
+both paths, the bandwidth floor and the report are read together to judge one ratio.
 """
 
 from __future__ import annotations

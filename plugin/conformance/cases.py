@@ -4,6 +4,9 @@ A kernel fixture maps group → function → ``[{"in", "out"}]``. Every input is
 its shape and turned into kernel values when the file is parsed; only the call itself waits
 until the case runs. A recency case without a ``now`` of its own is scored at the run's
 instant, taken once from the clock the runner was given.
+
+The module is about 430 lines because ``FUNCTIONS`` is one table of all twenty functions a
+fixture may test, each beside its shapes; split, the table could no longer be read whole.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0
 kernel turns that into ``similarity = 1 - distance / 2`` and owns every scoring decision. This
 module only stores, over-fetches and hands rows to the kernel's ranking
 (``plugin.memory.ranking``). Writes are whole within the process (``plugin.memory.writes``).
+
+This facade is about 450 lines because it is what users call: every method checks its
+arguments and delegates (rows, ranking, collections, writes, turn writes), and each keeps the
+full docstring of its contract.
 """
 
 from __future__ import annotations
