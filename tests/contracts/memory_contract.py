@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from kernel import AffectState, InvalidInputError, MemoryCandidate, rank_candidates
+from kernel import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    AffectEngine,
+    AffectState,
+    GateResult,
+    InvalidInputError,
+    MemoryCandidate,
+    RetrievalWeights,
+    rank_candidates,
+)
+from kernel.adapters import InMemoryStateStore, ScriptedModel
 from kernel.protocols import MemoryRetriever, RetrievalInput
 from plugin.errors import (
     IsolationError,
@@ -312,6 +322,52 @@ class MemoryContract:
                 assert (hit.recency, hit.congruence) == pytest.approx(
                     (item.recency, item.congruence), abs=1e-12
                 )
+
+    def test_a_turn_ranks_the_same_rows_as_recall_bit_for_bit(self, memory: ChromaMemory) -> None:
+        # Timestamps with microseconds: ages from epochs and from timedeltas differ in the
+        # last bits there, so only one shared ranking path gives equal scores.
+        memory.add(sample_records())
+        memory.add(
+            [
+                record(
+                    f"frac{i}",
+                    f"I moved to city number {i} and I live there now.",
+                    user="alice",
+                    days=0.123456789 + 0.987654321 * i,
+                    significance=0.1 * i,
+                )
+                for i in range(8)
+            ]
+        )
+        heavy = RetrievalWeights(episode_bonus=0.2, recency_horizon_days=30.0)
+        for user, query, weights in (
+            ("alice", "Where do I live?", DEFAULT_RETRIEVAL_WEIGHTS),
+            ("alice", "Tell me about my home.", heavy),
+            ("bob", "What happened that made me feel this way?", DEFAULT_RETRIEVAL_WEIGHTS),
+        ):
+            recalled = memory.recall(
+                query, user, now=REFERENCE, top_k=6, candidates=MAX_CANDIDATES, weights=weights
+            )
+            engine = AffectEngine(
+                model=ScriptedModel(gates=[GateResult(should_retrieve=True)], replies=[["ok"]]),
+                store=InMemoryStateStore(),
+                conversation_id="c",
+                retriever=memory.retriever_for(user),
+                clock=lambda: REFERENCE,
+                weights=weights,
+            )
+            turn = asyncio.run(engine.turn(query))
+            ranked = [
+                (m.candidate.id, m.score, m.similarity, m.recency, m.salience, m.congruence)
+                for m in turn.memories
+            ]
+            hits = [
+                (h.id, h.score, h.similarity, h.recency, h.salience, h.congruence)
+                for h in recalled.results
+            ]
+            assert ranked == hits  # exactly: one ranking path
+            assert [m.episode_bonus for m in turn.memories] == [h.episode for h in recalled.results]
+            assert len(turn.memories) == 6
 
     def test_mood_congruence_reaches_the_ranking(self, memory: ChromaMemory) -> None:
         memory.add(
