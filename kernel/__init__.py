@@ -1,10 +1,12 @@
 """The deterministic affect kernel: pure, typed, validated, and pinned by reference fixtures.
 
-Nothing here performs I/O; storage, embeddings and models live in ``plugin``.
+Nothing here performs I/O; storage, embeddings and models live in ``plugin``. Everything public
+is importable from ``kernel`` itself, the reference adapters of ``kernel.adapters`` included.
 """
 
 from importlib import metadata as _metadata
 
+from kernel.adapters import InMemoryStateStore, ScriptedModel, ScriptedReply, StaticRetriever
 from kernel.affect import (
     DEFAULT_AFFECT_CONTROLS,
     AffectControls,
@@ -158,6 +160,7 @@ __all__ = [
     "GenerateInput",
     "Goals",
     "ImpulseResult",
+    "InMemoryStateStore",
     "IntentGate",
     "IntentImpulse",
     "InvalidInputError",
@@ -177,10 +180,13 @@ __all__ = [
     "RetrievalInput",
     "RetrievalWeights",
     "ScoredCandidate",
+    "ScriptedModel",
+    "ScriptedReply",
     "StageLadder",
     "StateStore",
     "StateStoreError",
     "StateTransaction",
+    "StaticRetriever",
     "TurnEffects",
     "TurnRecord",
     "TurnResult",

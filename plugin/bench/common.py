@@ -7,12 +7,14 @@ implement ``plugin.models.embeddings.Embedder`` for real, so benchmarks go throu
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import random
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,9 +26,11 @@ __all__ = [
     "BENCH_NOW",
     "TableEmbedder",
     "TimedEmbedder",
+    "add_json_option",
     "load_average",
     "machine",
     "memory_records",
+    "print_report",
     "sentences",
     "summary_ms",
 ]
@@ -208,3 +212,16 @@ def machine(load_before: float) -> dict[str, Any]:
         "load_average_1m_before": load_before,
         "load_average_1m_after": load_average(),
     }
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--json``: print the report as JSON instead of tables."""
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def print_report(
+    report: dict[str, Any], *, as_json: bool, text: Callable[[dict[str, Any]], str]
+) -> int:
+    """Print a benchmark's report as indented JSON or as its text tables; exit status 0."""
+    print(json.dumps(report, indent=2) if as_json else text(report))
+    return 0

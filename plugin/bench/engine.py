@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing
 import os
 import queue
@@ -26,7 +25,7 @@ from typing import Any
 
 from kernel.engine import STAGES
 from kernel.errors import InvalidInputError
-from plugin.bench.common import load_average, summary_ms
+from plugin.bench.common import add_json_option, load_average, print_report, summary_ms
 
 __all__ = ["OVERHEAD_TARGET_MS", "register", "run", "run_benchmark"]
 
@@ -56,7 +55,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--turns", type=int, default=1000, help="measured turns per process (default 1000)"
     )
     parser.add_argument("--quick", action="store_true", help="a few turns only, for CI")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -66,11 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise InvalidInputError(f"--turns must be a positive integer, got {turns!r}")
     report = run_benchmark(turns, warmup=5 if args.quick else 50, progress=not args.quick)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return 0
+    return print_report(report, as_json=args.json, text=format_report)
 
 
 def run_benchmark(

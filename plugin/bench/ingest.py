@@ -10,7 +10,6 @@ splits a memory's cost into embed, validate and write (the rest of ``add``).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -21,9 +20,11 @@ from typing import Any
 from kernel.errors import InvalidInputError
 from plugin.bench.common import (
     TimedEmbedder,
+    add_json_option,
     load_average,
     machine,
     memory_records,
+    print_report,
     sentences,
     summary_ms,
 )
@@ -61,7 +62,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "end with the time split into embedding, validation and the Chroma write."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_option(parser)
     parser.add_argument(
         "--quick", action="store_true", help="128 memories at batch sizes 16 and 64 (for CI)"
     )
@@ -83,11 +84,7 @@ def run(args: argparse.Namespace) -> int:
         )
     plan = IngestPlan(batch_sizes=base.batch_sizes, memories=memories, seed=args.seed)
     report = measure(plan, progress=not args.quick)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return 0
+    return print_report(report, as_json=args.json, text=format_report)
 
 
 def measure(plan: IngestPlan, *, progress: bool = False) -> dict[str, Any]:

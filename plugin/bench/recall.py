@@ -25,7 +25,6 @@ over the same built collections, and read best side by side.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,8 +38,10 @@ from kernel.errors import InvalidInputError
 from plugin.bench.common import (
     BENCH_NOW,
     TableEmbedder,
+    add_json_option,
     load_average,
     machine,
+    print_report,
     summary_ms,
 )
 from plugin.bench.recall_corpus import (
@@ -142,7 +143,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             f"excluded; recall@64 >= {RECALL_TARGET} on real embeddings."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_option(parser)
     parser.add_argument("--quick", action="store_true", help="1,000 memories, few queries (CI)")
     parser.add_argument(
         "--sizes", type=_sizes, default=None, help="random-vector sizes (default 1000,10000,100000)"
@@ -206,11 +207,7 @@ def run(args: argparse.Namespace) -> int:
         notes=[],
     )
     report = measure(plan, progress=not args.quick)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return 0
+    return print_report(report, as_json=args.json, text=format_report)
 
 
 # ---------------------------------------------------------------- timing hooks

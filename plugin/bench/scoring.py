@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import statistics
@@ -35,7 +34,7 @@ import numpy.typing as npt
 from kernel.batch import rank_batch, score_batch
 from kernel.models import MemoryCandidate
 from kernel.retrieval import rank_candidates_reference
-from plugin.bench.common import load_average
+from plugin.bench.common import add_json_option, load_average, print_report
 from plugin.cli.formatting import format_table
 
 __all__ = ["ScoringPlan", "measure", "register"]
@@ -101,7 +100,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "measured on a 100,000-candidate subsample and extrapolated."
         ),
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_option(parser)
     parser.add_argument(
         "--quick", action="store_true", help="small sizes and few repeats (for CI)"
     )
@@ -122,11 +121,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     report = measure(plan, progress=not args.quick)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(format_report(report))
-    return 0
+    return print_report(report, as_json=args.json, text=format_report)
 
 
 # ---------------------------------------------------------------- synthetic batch

@@ -32,6 +32,7 @@ __all__ = [
     "check_query",
     "check_top_k",
     "check_user",
+    "collect_recall_queries",
     "parse_recall_query",
     "recall_query_problems",
 ]
@@ -139,6 +140,21 @@ def recall_query_problems(
         return RecallQuery.model_validate(value), []
     except ValidationError as error:
         return None, [f"{label}{explain_error(item)[0]}" for item in error.errors()]
+
+
+def collect_recall_queries(
+    entries: Iterable[tuple[object, str | None]], problems: list[str]
+) -> list[RecallQuery]:
+    """The queries of ``(value, where)`` entries; each problem is appended to ``problems`` in
+    entry order, so one error can list them all."""
+    queries: list[RecallQuery] = []
+    for value, where in entries:
+        query, found = recall_query_problems(value, where=where)
+        if query is None:
+            problems.extend(found)
+        else:
+            queries.append(query)
+    return queries
 
 
 def parse_recall_query(value: object, *, where: str | None = "query") -> RecallQuery:

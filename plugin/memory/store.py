@@ -61,7 +61,7 @@ from plugin.memory.results import (
     check_query,
     check_top_k,
     check_user,
-    recall_query_problems,
+    collect_recall_queries,
 )
 from plugin.memory.retriever import UserRetriever
 from plugin.memory.rows import StoredRows, ids_of, records_of, rows_of
@@ -300,15 +300,12 @@ class ChromaMemory:
                 "use recall() for a single query"
             )
         items = list(queries)
-        checked: list[RecallQuery] = []
         problems: list[str] = []
-        for index, item in enumerate(items):
-            where = f"query {index}" if len(items) > 1 else None
-            query, found = recall_query_problems(item, where=where)
-            if query is None:
-                problems.extend(found)
-            else:
-                checked.append(query)
+        labelled = len(items) > 1  # one query's problems need no label
+        checked = collect_recall_queries(
+            ((item, f"query {index}" if labelled else None) for index, item in enumerate(items)),
+            problems,
+        )
         if problems:
             raise InvalidInputError(problems_message(problems))
         moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment

@@ -12,7 +12,7 @@ import concurrent.futures
 import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Self
 
 from pydantic import ValidationError
 
@@ -24,6 +24,7 @@ from kernel.protocols import Message, OutboxItem
 __all__ = [
     "MAX_PAYLOAD_DEPTH",
     "STATE_FORMAT_VERSION",
+    "ClosingStore",
     "WorkerTransaction",
     "check_topic",
     "decode_item",
@@ -179,3 +180,17 @@ class WorkerTransaction(HeldTransaction):
         """Whether the latest worker call ended with an error (so nothing was written)."""
         future = self.in_flight[-1]
         return future.done() and not future.cancelled() and future.exception() is not None
+
+
+class ClosingStore:
+    """A store used as ``async with store:``, closed on the way out."""
+
+    def close(self) -> None:
+        """Release what the store holds; it cannot be used afterwards."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

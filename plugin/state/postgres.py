@@ -58,6 +58,7 @@ from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError,
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 from plugin.state.common import (
+    ClosingStore,
     WorkerTransaction,
     check_topic,
     decode_item,
@@ -97,7 +98,7 @@ __all__ = [
 _T = TypeVar("_T")
 
 
-class PostgresStateStore:
+class PostgresStateStore(ClosingStore):
     """A ``StateStore`` in a PostgreSQL schema; safe across tasks, processes and hosts.
 
     Use one instance per process; it keeps a pool of up to ``pool_size`` connections, one per
@@ -191,12 +192,6 @@ class PostgresStateStore:
     def close(self) -> None:
         """Close the pool; the store cannot be used afterwards."""
         self._sessions.close()
-
-    async def __aenter__(self) -> PostgresStateStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     # -- StateStore ---------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError,
 from kernel.models import AffectState
 from kernel.protocols import Message, OutboxItem
 from plugin.state.common import (
+    ClosingStore,
     WorkerTransaction,
     check_topic,
     decode_item,
@@ -102,7 +103,7 @@ class QuarantinedOutboxItem:
 _HINT = "check that the file is a local SQLite database and the disk is writable"
 
 
-class SQLiteStateStore:
+class SQLiteStateStore(ClosingStore):
     """A ``StateStore`` in one SQLite file; safe across engines, threads and processes.
 
     Use one instance per process (or per thread); instances on the same file cooperate.
@@ -159,12 +160,6 @@ class SQLiteStateStore:
     def close(self) -> None:
         """Close every pooled connection; the store cannot be used afterwards."""
         self._db.close()
-
-    async def __aenter__(self) -> SQLiteStateStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
 
     # -- StateStore ---------------------------------------------------------------------
 

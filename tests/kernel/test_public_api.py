@@ -51,6 +51,7 @@ PUBLIC = [
     "GenerateInput",
     "Goals",
     "ImpulseResult",
+    "InMemoryStateStore",
     "IntentGate",
     "IntentImpulse",
     "InvalidInputError",
@@ -70,10 +71,13 @@ PUBLIC = [
     "RetrievalInput",
     "RetrievalWeights",
     "ScoredCandidate",
+    "ScriptedModel",
+    "ScriptedReply",
     "StageLadder",
     "StateStore",
     "StateStoreError",
     "StateTransaction",
+    "StaticRetriever",
     "TurnEffects",
     "TurnRecord",
     "TurnResult",
@@ -246,3 +250,14 @@ def test_no_kernel_module_imports_another_lazily() -> None:
     root = Path(kernel.__file__).parent
     lazy = [hit for path in sorted(root.rglob("*.py")) for hit in _function_level_imports(path)]
     assert lazy == []
+
+
+def test_all_exports_exactly_what_the_package_defines() -> None:
+    # As httpx checks its own: every public name of the namespace is in __all__, and only they.
+    defined = {
+        name
+        for name, value in vars(kernel).items()
+        if not name.startswith("_") and not inspect.ismodule(value)
+    }
+    assert set(kernel.__all__) == defined
+    assert isinstance(kernel.__version__, str)  # public too, but like httpx's, not in __all__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,21 +62,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _batch(path: Path) -> list[Any]:
     from kernel.errors import InvalidInputError
     from plugin.memory.problems import problems_message
-    from plugin.memory.results import recall_query_problems
+    from plugin.memory.results import collect_recall_queries
 
-    queries = []
     problems: list[str] = []
-    lines = 0
-    for number, value in read_jsonl(path, error=InvalidInputError, problems=problems):
-        lines += 1
-        query, found = recall_query_problems(value, where=f"{path} line {number}")
-        if query is None:
-            problems.extend(found)
-        else:
-            queries.append(query)
+    lines = [0]
+
+    def entries() -> Iterator[tuple[object, str]]:
+        for number, value in read_jsonl(path, error=InvalidInputError, problems=problems):
+            lines[0] += 1
+            yield value, f"{path} line {number}"
+
+    queries = collect_recall_queries(entries(), problems)
     if problems:
         raise InvalidInputError(problems_message(problems))
-    if not lines:
+    if not lines[0]:
         raise InvalidInputError(f"{path}: no queries (expected one JSON object per line)")
     return queries
 
