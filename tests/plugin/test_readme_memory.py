@@ -11,7 +11,7 @@ import pytest
 
 from plugin.models.embeddings import SentenceTransformerEmbedder
 
-ROOT = Path(__file__).resolve().parents[1].parent
+ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Use it as your agent's memory"
 
 

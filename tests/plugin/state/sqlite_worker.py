@@ -1,7 +1,7 @@
 """A separate process for the SQLite concurrency tests: run scripted turns, hang mid-stream, or
 hold a turn mid-stream until a go file appears.
 
-Run as ``python -m tests.plugin.sqlite_worker MODE --db PATH --conversation ID ...``.
+Run as ``python -m tests.plugin.state.sqlite_worker MODE --db PATH --conversation ID ...``.
 """
 
 from __future__ import annotations

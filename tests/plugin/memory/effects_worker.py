@@ -1,6 +1,6 @@
 """Run one committed turn whose memory writes die with the process (SIGKILL) before Chroma.
 
-Usage: python turn_memory_worker.py CHROMA_DIR DB_PATH
+Usage: python effects_worker.py CHROMA_DIR DB_PATH
 """
 
 from __future__ import annotations

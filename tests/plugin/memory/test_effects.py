@@ -187,13 +187,13 @@ def test_a_process_killed_between_commit_and_write_is_replayed_once(
     chroma_dir: Path, tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
     db = tmp_path / "state.db"
-    worker = Path(__file__).with_name("turn_memory_worker.py")
+    worker = Path(__file__).with_name("effects_worker.py")
     run = subprocess.run(
         [sys.executable, str(worker), str(chroma_dir), str(db)],
         capture_output=True,
         text=True,
         timeout=180,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )
     assert run.returncode == -9, run.stderr[-2000:]
     assert "committed" in run.stdout

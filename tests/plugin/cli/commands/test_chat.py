@@ -23,7 +23,7 @@ from plugin.memory.records import MemoryRecord
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import SentenceTransformerEmbedder
 from plugin.state.sqlite import SQLiteStateStore
-from tests.plugin.test_openai_adapter import (
+from tests.plugin.models.test_openai_adapter import (
     API_KEY,
     ChatServer,
     Reply,
@@ -32,7 +32,7 @@ from tests.plugin.test_openai_adapter import (
     stream_of,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from plugin.memory.locks import LOCK_FILE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 _OPEN = """
 import sys

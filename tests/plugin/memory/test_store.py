@@ -14,25 +14,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import chromadb
-import numpy as np
 import pytest
 from chromadb.config import Settings
 
 from plugin.errors import (
-    IsolationError,
     StoreError,
     StoreUnavailableError,
     WrongSpaceError,
 )
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.locks import LOCK_FILE
-from plugin.memory.rows import rows_from_query
 from plugin.memory.store import ChromaMemory
 from plugin.memory.writes import PROGRESS_MIN
 from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _name() -> str:
@@ -330,75 +327,3 @@ def test_bad_collection_prefixes_are_refused_before_anything_opens(
     with pytest.raises(StoreError, match="collection name"):
         ChromaMemory(tmp_path / "x", collection=prefix)  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()
-
-
-# -------------------------------------------------------------------- the mapper
-
-
-def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, list, list]:
-    ids = [f"m{i}" for i in range(len(distances))]
-    metas = [
-        {
-            "user_id": owner,
-            "timestamp": "2026-06-01T12:00:00.000000+00:00",
-            "timestamp_epoch": 1780315200.0,
-            "significance": 0.5,
-            "emotional_valence": 0.0,
-            "recall_count": 0,
-            "episode": False,
-        }
-        for owner in owners
-    ]
-    return ids, [f"text {i}" for i in ids], metas, distances
-
-
-def _candidates(*columns: object) -> list:
-    return rows_from_query(*columns).candidates()  # type: ignore[arg-type]
-
-
-def test_the_mapper_clamps_float_noise_and_refuses_real_out_of_range_distances() -> None:
-    (a, b) = _candidates(*_columns([-2.4e-7, 2.0000004], ["u", "u"]), "u")
-    assert (a.distance, b.distance) == (0.0, 2.0)
-    for bad in (-0.01, 2.5, float("nan"), float("inf")):
-        with pytest.raises(StoreError, match="outside the cosine range"):
-            _candidates(*_columns([0.1, bad], ["u", "u"]), "u")
-
-
-def test_the_mapper_refuses_a_row_of_another_user() -> None:
-    with pytest.raises(IsolationError, match="'m1' of another user"):
-        _candidates(*_columns([0.1, 0.2], ["ann", "anna"]), "ann")
-
-
-def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    ids, docs, metas, dists = _columns([0.1, 0.2], ["u", "u"])
-    lacking = {k: v for k, v in metas[0].items() if k != "recall_count"}
-    with caplog.at_level("WARNING", logger="plugin.memory.rows"):
-        rows = rows_from_query(ids, docs, [lacking, metas[1]], dists, "u")
-    assert (rows.ids, rows.skipped) == (["m1"], ("m0",))
-    assert "'m0'" in caplog.text and "recall_count" in caplog.text
-    malformed = (
-        ("recall_count", 1.0),
-        ("recall_count", 2**53),
-        ("episode", 1),
-        ("significance", 1.5),
-        ("significance", "high"),
-        ("significance", True),
-        ("timestamp_epoch", float("nan")),
-        ("timestamp", 0),
-    )
-    for key, value in malformed:
-        rows = rows_from_query(ids, docs, [{**metas[0], key: value}, metas[1]], dists, "u")
-        assert (rows.ids, rows.skipped) == (["m1"], ("m0",)), (key, value)
-        assert [c.id for c in rows.candidates()] == ["m1"]
-    nothing_left = rows_from_query(ids[:1], docs[:1], [lacking], dists[:1], "u")
-    assert (nothing_left.ids, nothing_left.skipped) == ([], ("m0",))
-    with pytest.raises(StoreError, match="ragged"):
-        _candidates(ids, docs, metas, [0.1], "u")
-    assert _candidates([], [], [], [], "u") == []
-
-
-def test_the_mapper_returns_plain_python_values() -> None:
-    (candidate,) = _candidates(*_columns(list(np.array([0.25], dtype=np.float32)), ["u"]), "u")
-    assert type(candidate.distance) is float and candidate.distance == 0.25

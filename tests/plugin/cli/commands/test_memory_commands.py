@@ -16,7 +16,7 @@ from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
 NOW = "2026-06-01T12:00:00Z"
 KEYS = list(RECALL_RESULT_KEYS)

@@ -22,7 +22,12 @@ from typing import IO, Any
 
 import pytest
 
-from tests.plugin.postgres_fixture import require_psycopg, run_sql, server_url, temporary_schema
+from tests.plugin.state.postgres_fixture import (
+    require_psycopg,
+    run_sql,
+    server_url,
+    temporary_schema,
+)
 
 require_psycopg()
 
@@ -44,9 +49,9 @@ from plugin.state.postgres import (  # noqa: E402
     conversation_lock_key,
 )
 from tests.contracts.state_store_contract import StateStoreContract, StoreFactory  # noqa: E402
-from tests.plugin.sqlite_worker import intent_of, message_for, reply_for  # noqa: E402
+from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POLICY = DefaultAppraisalPolicy()
 Opener = Callable[..., PostgresStateStore]
 
@@ -739,10 +744,10 @@ async def test_a_failure_at_any_step_of_a_commit_leaves_nothing_visible(
 
 
 class Worker:
-    """A worker process (``tests/plugin/postgres_worker.py``) with its own connection pool."""
+    """A worker process (``tests/plugin/state/postgres_worker.py``) with its own connection pool."""
 
     def __init__(self, mode: str, url: str, schema: str, conversation: str, **options: object):
-        command = [sys.executable, "-m", "tests.plugin.postgres_worker", mode, "--url", url]
+        command = [sys.executable, "-m", "tests.plugin.state.postgres_worker", mode, "--url", url]
         command += ["--schema", schema, "--conversation", conversation]
         for name, value in options.items():
             command += ["--" + name.replace("_", "-"), str(value)]

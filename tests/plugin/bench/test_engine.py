@@ -12,7 +12,7 @@ import pytest
 
 from plugin.bench.engine import REPORTED_STAGES, format_report
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The SQLite store under real OS processes: no lost update, no stale lock, no cross-talk.
 
-Workers are separate Python processes (``tests/plugin/sqlite_worker.py``) sharing one file.
+Workers are separate Python processes (``tests/plugin/state/sqlite_worker.py``) sharing one file.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from kernel.engine import AffectEngine
 from kernel.protocols import GateResult
 from plugin import SQLiteStateStore
 from tests.contracts.snapshots import dump_sqlite
-from tests.plugin.sqlite_worker import intent_of, message_for, reply_for
+from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 POLICY = DefaultAppraisalPolicy()
 
 
@@ -36,7 +36,7 @@ class Worker:
     """A worker process whose stdout lines can be awaited with a deadline."""
 
     def __init__(self, mode: str, db: Path, conversation: str, **options: object) -> None:
-        command = [sys.executable, "-m", "tests.plugin.sqlite_worker", mode, "--db", str(db)]
+        command = [sys.executable, "-m", "tests.plugin.state.sqlite_worker", mode, "--db", str(db)]
         command += ["--conversation", conversation]
         for name, value in options.items():
             flag = "--" + name.replace("_", "-")

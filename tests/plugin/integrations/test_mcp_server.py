@@ -34,7 +34,7 @@ from plugin.integrations.mcp_server import TOOL_NAMES
 from plugin.integrations.mcp_tools import memory_id
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BREAKDOWN = RECALL_RESULT_KEYS
 START_TIMEOUT = 240.0
 """Seconds the server may take to start: loading the model is slow on a busy machine."""

@@ -15,7 +15,7 @@ from kernel.errors import InvalidInputError
 from plugin.cli import main
 from plugin.cli.formatting import MAX_ERROR_CHARS, error_line
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
 """A separate process for the PostgreSQL store tests: run scripted turns, or hang mid-stream.
 
-Run as ``python -m tests.plugin.postgres_worker MODE --url URL --schema S --conversation ID``.
+Run as ``python -m tests.plugin.state.postgres_worker MODE --url URL --schema S --conversation ID``.
 Each process opens its own store (its own connection pool), as a worker on another host would.
 """
 
@@ -15,7 +15,7 @@ from kernel.adapters import ScriptedModel, ScriptedReply
 from kernel.engine import AffectEngine
 from kernel.protocols import GateInput, GateResult, GenerateInput
 from plugin.state.postgres import PostgresStateStore
-from tests.plugin.sqlite_worker import intent_of, message_for
+from tests.plugin.state.sqlite_worker import intent_of, message_for
 
 
 def _classify(request: GateInput) -> GateResult:
