@@ -172,8 +172,8 @@ def additive_scores(
     """
     similarity = _min_max(1.0 - batch.distances / 2.0, batch.mask)
     fresh = _min_max(recency_curve(batch.ages_days, "exponential"), batch.mask)
-    importance = _min_max(batch.significance, batch.mask)
-    total = relevance_weight * similarity + recency_weight * fresh + importance_weight * importance
+    significant = _min_max(batch.significance, batch.mask)  # importance, in Park et al.'s words
+    total = relevance_weight * similarity + recency_weight * fresh + importance_weight * significant
     return _masked(batch, total)
 
 
