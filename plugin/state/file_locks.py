@@ -1,6 +1,8 @@
 """Conversation locks as OS file locks: ``flock`` on one file per conversation in a directory.
 
 The kernel releases a ``flock`` when its owner dies, so a crashed process leaves no stale lock.
+Every wait is bounded: ``flock`` itself has no timeout, so a contended lock is waited for in a
+thread of its own, abandoned past the timeout (it gives the lock straight back when it gets it).
 A lock file removed or replaced while it is held (a clean-up of "stale" locks) excludes nobody
 any more, so a waiter locks the file now at the path; the store's commit check catches a turn
 that got in beside the holder that way.
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Literal, overload
 
 from kernel.errors import StateStoreError
+from plugin.errors import LockTimeoutError
 
 try:
     import fcntl
@@ -41,14 +44,51 @@ class FileLocks:
         digest = hashlib.sha256(conversation_id.encode("utf-8")).hexdigest()
         return str(self._lock_dir / f"{digest}.lock")
 
-    async def acquire(self, conversation_id: str) -> int:
-        """An fd holding the conversation's exclusive flock; waits in a thread, not the loop."""
+    async def acquire(self, conversation_id: str, *, timeout: float) -> int:
+        """An fd holding the conversation's exclusive flock; waits in a thread, not the loop.
+
+        Past ``timeout`` seconds :class:`LockTimeoutError` names the conversation; the waiter
+        thread left behind gives the lock straight back when it gets it.
+        """
         path = self.path_for(conversation_id)
         fd = self.lock(path, wait=False)
         if fd is not None:
             return fd
         # Held elsewhere: wait in a thread of our own. A shared pool could fill with waiters
         # of one busy conversation and starve another conversation's turn.
+        done = self._waiter(path)
+        try:
+            async with asyncio.timeout(timeout):
+                try:
+                    return await asyncio.wrap_future(done)
+                except asyncio.CancelledError:
+                    _give_back(done)
+                    raise
+        except TimeoutError:
+            raise LockTimeoutError(
+                conversation_id, timeout, "another turn (in this or another process) holds it"
+            ) from None
+
+    def hold(self, path: str, *, timeout: float, what: str) -> int:
+        """An fd holding the flock at ``path``, waiting at most ``timeout`` seconds (blocking).
+
+        Past it a ``StateStoreError`` says that ``what`` stayed held and for how long.
+        """
+        fd = self.lock(path, wait=False)
+        if fd is not None:
+            return fd
+        done = self._waiter(path)
+        try:
+            return done.result(timeout)
+        except concurrent.futures.TimeoutError:
+            _give_back(done)
+            raise StateStoreError(
+                f"gave up waiting for {what} after {timeout:g} s: another process holds it "
+                f"({path}; a process stopped in the middle of a commit?)"
+            ) from None
+
+    def _waiter(self, path: str) -> concurrent.futures.Future[int]:
+        """A thread blocking on the flock at ``path``: the fd, or given back if nobody waits."""
         done: concurrent.futures.Future[int] = concurrent.futures.Future()
 
         def wait() -> None:
@@ -64,15 +104,7 @@ class FileLocks:
                 release(locked)
 
         threading.Thread(target=wait, name="affect-memory-lock", daemon=True).start()
-        try:
-            return await asyncio.wrap_future(done)
-        except asyncio.CancelledError:
-            if not done.cancelled():
-                # The thread already holds (or is about to hand over) the lock: give it back.
-                done.add_done_callback(
-                    lambda future: release(future.result()) if future.exception() is None else None
-                )
-            raise
+        return done
 
     @overload
     def lock(self, path: str, *, wait: Literal[True]) -> int: ...
@@ -114,6 +146,14 @@ class FileLocks:
             raise StateStoreError(
                 f"cannot open the lock file {path}: {error}; {self._hint}"
             ) from error
+
+
+def _give_back(done: concurrent.futures.Future[int]) -> None:
+    """Nobody waits for ``done`` any more: release the lock it holds or is about to hand over."""
+    if not done.cancel():
+        done.add_done_callback(
+            lambda future: release(future.result()) if future.exception() is None else None
+        )
 
 
 def is_file_at(fd: int, path: str) -> bool:

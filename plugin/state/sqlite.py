@@ -7,6 +7,9 @@ held for short transactions: one read at load, one ``BEGIN IMMEDIATE`` write at 
 holding the new state, every message of the turn and its outbox rows. Different
 conversations therefore never wait on each other for longer than a commit.
 
+Waiting is bounded: a turn waits at most ``lock_timeout`` seconds for its conversation
+(then ``LockTimeoutError`` names it), a commit at most ``busy_timeout`` for the write lock.
+
 Removing a lock file while it is held (a clean-up of "stale" locks) lets the next turn in
 beside the holder; no update is lost even then. A waiter whose file was removed or replaced
 locks the file now at the path, and a commit is refused, with nothing written, when the
@@ -21,7 +24,7 @@ being killed at any point; after a power loss or OS crash the last few commits m
 rolled back (never half-applied). Pass ``synchronous="FULL"`` to trade speed for that.
 Single host only: file locks and WAL need every process on one machine and a local disk.
 
-The store and its transaction stay in one module (about 450 lines) because they share private
+The store and its transaction stay in one module (about 470 lines) because they share private
 state: what a transaction first read, checked again at commit, and the store's read cache.
 Locks, connections, the read cache and the schema are modules of their own.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -113,11 +117,16 @@ class SQLiteStateStore(ClosingStore):
         self,
         path: str | os.PathLike[str],
         *,
+        lock_timeout: float = 30.0,
         busy_timeout: float = 30.0,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         clock: Clock = utc_now,
     ) -> None:
-        """Open (creating if needed) the database at ``path`` and its lock directory."""
+        """Open (creating if needed) the database at ``path`` and its lock directory.
+
+        ``lock_timeout`` bounds a turn's wait for its conversation (then ``LockTimeoutError``),
+        ``busy_timeout`` a commit's wait for the database's write lock.
+        """
         if fcntl is None:  # pragma: no cover - Windows
             raise StateStoreError("SQLiteStateStore needs POSIX file locks (fcntl)")
         text = os.fspath(path)
@@ -125,10 +134,12 @@ class SQLiteStateStore(ClosingStore):
             raise InvalidInputError(f"path must be a database file path, got {path!r}")
         if synchronous not in ("NORMAL", "FULL"):
             raise InvalidInputError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float):
-            raise InvalidInputError(f"busy_timeout must be seconds, got {busy_timeout!r}")
-        if not busy_timeout > 0:
-            raise InvalidInputError(f"busy_timeout must be positive, got {busy_timeout!r}")
+        for name, seconds in (("lock_timeout", lock_timeout), ("busy_timeout", busy_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                raise InvalidInputError(f"{name} must be seconds, got {shown(seconds)}")
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise InvalidInputError(f"{name} must be positive and finite, got {seconds!r}")
+        self._lock_timeout = float(lock_timeout)
         self._path = Path(text)
         self._lock_dir = self._path.with_name(self._path.name + ".locks")
         self._backing = f"sqlite:{self._path.resolve()}"
@@ -157,6 +168,11 @@ class SQLiteStateStore(ClosingStore):
         """The database file."""
         return self._path
 
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a turn waits for its conversation before ``LockTimeoutError``."""
+        return self._lock_timeout
+
     def close(self) -> None:
         """Close every pooled connection; the store cannot be used afterwards."""
         self._db.close()
@@ -165,11 +181,14 @@ class SQLiteStateStore(ClosingStore):
 
     @asynccontextmanager
     async def transaction(self, conversation_id: str) -> AsyncIterator[_SQLiteTransaction]:
-        """Hold ``conversation_id`` exclusively (across processes) until the block exits."""
+        """Hold ``conversation_id`` exclusively (across processes) until the block exits.
+
+        Waits at most ``lock_timeout`` seconds for a turn elsewhere to let go of it.
+        """
         check_conversation_id(conversation_id)
         self._db.check_open()
         with holding(self._backing, conversation_id):
-            fd = await self._locks.acquire(conversation_id)
+            fd = await self._locks.acquire(conversation_id, timeout=self._lock_timeout)
             transaction = _SQLiteTransaction(self, conversation_id)
             try:
                 yield transaction

@@ -1,8 +1,9 @@
 """A SQLite store's connections: a pool used from worker threads, and short write transactions.
 
 Every connection is in WAL mode with the store's ``synchronous`` setting and busy timeout. A
-write is one ``BEGIN IMMEDIATE`` transaction, queued on an OS lock first: SQLite's own busy
-handler polls with sleeps of a millisecond or more, a kernel lock wakes the next writer at once.
+write is one ``BEGIN IMMEDIATE`` transaction, queued on an OS lock first (for at most the busy
+timeout): SQLite's own busy handler polls with sleeps of a millisecond or more, a kernel lock
+wakes the next writer at once.
 """
 
 from __future__ import annotations
@@ -130,9 +131,14 @@ class SQLiteConnections:
         """A short ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back otherwise.
 
         Writers of this store queue on an OS lock first: SQLite's own busy handler polls with
-        sleeps of a millisecond or more, a kernel lock wakes the next writer at once.
+        sleeps of a millisecond or more, a kernel lock wakes the next writer at once. The queue
+        is bounded by the busy timeout too, as SQLite's own wait is.
         """
-        fd = self._locks.lock(self._write_lock, wait=True)
+        fd = self._locks.hold(
+            self._write_lock,
+            timeout=self._busy_timeout,
+            what=f"the write lock of {self._path} (busy_timeout)",
+        )
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from kernel import AffectState, CorruptStateError, InvalidInputError, Mood, Stat
 from kernel.adapters import ScriptedModel
 from kernel.engine import AffectEngine
 from kernel.protocols import GateResult, Message
-from plugin import SQLiteStateStore
+from plugin import LockTimeoutError, SQLiteStateStore
 from plugin.state.sqlite import SCHEMA_VERSION
 from tests.contracts.snapshots import dump_sqlite
 from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
@@ -157,7 +158,17 @@ def test_a_path_that_is_not_a_file_is_refused(path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("option", "value"), [("busy_timeout", 0), ("busy_timeout", True), ("synchronous", "OFF")]
+    ("option", "value"),
+    [
+        ("busy_timeout", 0),
+        ("busy_timeout", True),
+        ("busy_timeout", float("inf")),
+        ("lock_timeout", 0),
+        ("lock_timeout", -1.0),
+        ("lock_timeout", float("nan")),
+        ("lock_timeout", "5"),
+        ("synchronous", "OFF"),
+    ],
 )
 def test_bad_options_are_refused(db: Path, option: str, value: object) -> None:
     with pytest.raises(InvalidInputError, match=option):
@@ -238,6 +249,89 @@ async def test_a_cancelled_waiter_does_not_keep_the_lock(store: SQLiteStateStore
             break
         await asyncio.sleep(0.01)
     assert _can_lock(_lock_file(db, "c1"))
+
+
+async def test_a_held_conversation_times_out_with_an_error_naming_it(db: Path) -> None:
+    holder, waiter = SQLiteStateStore(db), SQLiteStateStore(db, lock_timeout=0.3)
+    release, held = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with holder.transaction("busy one") as transaction:
+            held.set()
+            await release.wait()
+            await transaction.commit(state=None, messages=[Message(role="user", content="h")])
+
+    try:
+        task = asyncio.create_task(hold())
+        await held.wait()
+        started = time.monotonic()
+        with pytest.raises(LockTimeoutError, match=r"'busy one' after 0\.3 s") as caught:
+            async with waiter.transaction("busy one"):
+                pass
+        assert time.monotonic() - started >= 0.3
+        assert caught.value.conversation_id == "busy one" and caught.value.timeout == 0.3
+        assert isinstance(caught.value, StateStoreError)
+        assert waiter.lock_timeout == 0.3 and holder.lock_timeout == 30.0
+        release.set()
+        await task
+        async with asyncio.timeout(5), waiter.transaction("busy one") as transaction:
+            assert [m.content for m in await transaction.load_transcript()] == ["h"]
+    finally:
+        holder.close()
+        waiter.close()
+
+
+async def test_repeated_timeouts_leave_no_lock_behind(store: SQLiteStateStore, db: Path) -> None:
+    impatient = SQLiteStateStore(db, lock_timeout=0.1)
+    release, held = asyncio.Event(), asyncio.Event()
+
+    async def hold() -> None:
+        async with store.transaction("c1"):
+            held.set()
+            await release.wait()
+
+    try:
+        task = asyncio.create_task(hold())
+        await held.wait()
+        for _ in range(3):
+            with pytest.raises(LockTimeoutError):
+                async with impatient.transaction("c1"):
+                    pass
+        release.set()
+        await task
+        # Each abandoned waiter thread gets the lock in turn and hands it straight back.
+        for _ in range(200):
+            if _can_lock(_lock_file(db, "c1")):
+                break
+            await asyncio.sleep(0.01)
+        assert _can_lock(_lock_file(db, "c1"))
+        async with asyncio.timeout(5), impatient.transaction("c1") as transaction:
+            await transaction.commit(state=None, messages=[Message(role="user", content="in")])
+    finally:
+        impatient.close()
+
+
+async def test_a_commit_waits_for_the_write_lock_at_most_the_busy_timeout(db: Path) -> None:
+    store = SQLiteStateStore(db, busy_timeout=0.3)
+    write_lock = db.with_name(db.name + ".locks") / "write.lock"
+    fd = os.open(write_lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process stopped in the middle of its commit
+    try:
+        started = time.monotonic()
+        with pytest.raises(StateStoreError, match=r"write lock of .* after 0\.3 s"):
+            async with store.transaction("c1") as transaction:
+                await transaction.commit(state=None, messages=[Message(role="user", content="x")])
+        assert time.monotonic() - started >= 0.3
+        assert _can_lock(_lock_file(db, "c1"))  # the failed turn let go of its conversation
+    finally:
+        os.close(fd)
+    try:
+        async with asyncio.timeout(5), store.transaction("c1") as transaction:
+            assert await transaction.load_transcript() == ()
+            await transaction.commit(state=None, messages=[Message(role="user", content="y")])
+    finally:
+        store.close()
+    assert _sql(db, "SELECT content FROM messages") == [("y",)]
 
 
 def test_threads_with_their_own_stores_never_lose_an_update(db: Path) -> None:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -24,7 +25,7 @@ from kernel import AffectState, DefaultAppraisalPolicy
 from kernel.adapters import ScriptedModel, ScriptedReply
 from kernel.engine import AffectEngine
 from kernel.protocols import GateResult
-from plugin import SQLiteStateStore
+from plugin import LockTimeoutError, SQLiteStateStore
 from tests.contracts.snapshots import dump_sqlite
 from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for
 
@@ -178,6 +179,32 @@ def test_a_process_killed_mid_generation_leaves_no_trace_and_no_lock(db: Path) -
     state, transcript = stored(db, "victim")
     assert [content for _, content in transcript[::2]] == [message_for(0, 0), message_for(2, 0)]
     assert_paired_and_replayable(state, transcript)
+
+
+def test_a_turn_waits_for_a_conversation_another_process_holds_at_most_its_lock_timeout(
+    db: Path,
+) -> None:
+    hung = Worker("hang", db, "held", worker=0)
+    hung.expect("STREAMING")
+
+    async def turn(lock_timeout: float) -> str:
+        store = SQLiteStateStore(db, lock_timeout=lock_timeout)
+        engine = AffectEngine(model=ScriptedModel(), store=store, conversation_id="held")
+        try:
+            return (await engine.turn("hello")).text
+        finally:
+            store.close()
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(LockTimeoutError, match=r"conversation 'held' after 0\.4 s"):
+            asyncio.run(turn(0.4))
+        assert 0.4 <= time.monotonic() - started < 10  # bounded, far below the 30 s default
+        assert stored(db, "held") == (None, [])
+    finally:
+        hung.kill()
+    assert asyncio.run(turn(10.0)) == "Okay."
+    assert [content for _, content in stored(db, "held")[1]] == ["hello", "Okay."]
 
 
 def test_kills_at_random_moments_never_leave_half_a_turn(db: Path) -> None:
