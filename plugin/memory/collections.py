@@ -1,8 +1,19 @@
 """The users' Chroma collections of one store: opened, created, checked and cached, one per user.
 
-A user's collection is created cosine with ``DEFAULT_HNSW`` and recorded as theirs
-(``plugin.memory.layout``); one recording another user, another space or another embedder is
-refused, and a store still in the old single-collection layout is refused on open. Every
+A user's collection is created cosine with ``DEFAULT_HNSW`` and ``sync_threshold`` 1, and
+recorded as theirs (``plugin.memory.layout``); one recording another user, another space or
+another embedder is refused, and a store still in the old single-collection layout is refused
+on open.
+
+Why ``sync_threshold`` 1: chromadb 1.5.9 writes a collection's HNSW index to disk only once
+``sync_threshold`` records (default 1,000) have arrived since the last sync. Its index cache
+(``RLIMIT_NOFILE // 5`` indexes embedded, a YAML setting on a server) evicts loaded indexes
+when many users are active, and reloading one that was never written fails for the rest of
+the process ("Error creating hnsw segment reader: Nothing found on disk", on every query and
+add). With 1, every write is synced; it costs no measurable write time. A collection created
+before this (1,000) is switched to 1 with ``modify`` the first time it is opened.
+
+Every
 backend call runs inside ``backend(action)``, which turns Chroma's and httpx's failures into
 ``StoreError``s saying what failed and where (``StoreUnavailableError`` for an unreachable or
 timed-out server).
@@ -34,10 +45,12 @@ from plugin.memory.layout import (
     is_user_collection,
     user_collection_name,
 )
-from plugin.memory.location import StoreLocation, open_client
+from plugin.memory.location import StoreLocation, index_cache_size, open_client
 
 __all__ = [
     "DEFAULT_HNSW",
+    "LIST_PAGE",
+    "SYNC_THRESHOLD",
     "HnswParams",
     "UserCollections",
     "configured_hnsw",
@@ -57,6 +70,13 @@ DEFAULT_HNSW = HnswParams()
 """Measured for recall@64 >= 0.98 with a per-user filter at 20,000 memories: 1.0000 on real
 embeddings and on random unit vectors (README "Scale out"; ``python -m plugin.bench.hnsw_sweep``
 sweeps the settings, ``affect-memory bench recall --real 20000`` re-measures this one)."""
+
+
+SYNC_THRESHOLD = 1
+"""Records after which Chroma writes a collection's HNSW index to disk: every write (see above)."""
+
+LIST_PAGE = 1_000
+"""Collections listed per ``list_collections`` call."""
 
 
 def configured_hnsw(collection: Any) -> dict[str, Any]:
@@ -89,8 +109,11 @@ class UserCollections:
         hnsw: HnswParams,
         create: bool,
         timeout: float,
+        index_cache: int | None = None,
+        legacy: bool = False,
     ) -> None:
-        """Open the store (locking an embedded path) and refuse an unusable layout."""
+        """Open the store (locking an embedded path) and refuse an unusable layout
+        (``legacy=True``, for ``migrate`` only, accepts the old one)."""
         self._location = location
         self._prefix = prefix
         self._embedder_name = embedder_name
@@ -99,18 +122,42 @@ class UserCollections:
         self._closed = False
         self._cached: dict[str, Any] = {}
         self._guard = threading.Lock()
-        self._client, self._lock = open_client(location, create=create, timeout=timeout)
+        self._client, self._lock = open_client(
+            location, create=create, timeout=timeout, index_cache=index_cache
+        )
         try:
-            self._check_layout(create)
+            if not legacy:
+                self._check_layout(create)
             self.max_batch = max(1, int(self._client.get_max_batch_size()))  # rows per call
         except BaseException:
             self.close()
             raise
 
     @property
+    def client(self) -> Any:
+        """The Chroma client of the store."""
+        return self._client
+
+    @property
+    def location(self) -> StoreLocation:
+        """Where the store lives."""
+        return self._location
+
+    @property
+    def index_cache(self) -> int | None:
+        """How many HNSW indexes the embedded store's cache holds (None for a server)."""
+        return index_cache_size(self._client)
+
+    @property
     def configuration(self) -> dict[str, Any]:
         """The configuration a new collection is created with."""
-        return {"hnsw": {"space": "cosine", **self._hnsw.model_dump()}}
+        return {
+            "hnsw": {
+                "space": "cosine",
+                **self._hnsw.model_dump(),
+                "sync_threshold": SYNC_THRESHOLD,
+            }
+        }
 
     @contextmanager
     def backend(self, action: str) -> Iterator[None]:
@@ -159,9 +206,9 @@ class UserCollections:
                         f"{'--chroma' if self._location.kind == 'http' else '--data-dir'} "
                         f"...` to move them into one collection per user"
                     )
-            if create:
-                return
-            listed = self._client.list_collections()
+        if create:
+            return
+        listed = self.listed()
         if any(is_user_collection(self._prefix, c.name) for c in listed):
             return
         prefixes = sorted(
@@ -187,7 +234,6 @@ class UserCollections:
         from chromadb.errors import ChromaError, NotFoundError
 
         name = user_collection_name(self._prefix, user_id)
-        where = self._location.describe()
         with self.backend(f"open the collection of user {shown(user_id)}"):
             try:
                 collection = self._client.get_collection(name, embedding_function=None)
@@ -204,6 +250,13 @@ class UserCollections:
                 except ChromaError:
                     # Another process created it between our get and create: use theirs.
                     collection = self._client.get_collection(name, embedding_function=None)
+        return self._adopt(user_id, collection)
+
+    def _adopt(self, user_id: str, collection: Any) -> Any:
+        """Check ``collection`` is ``user_id``'s, cosine and of our embedder, make sure its
+        index is synced on every write, and cache it."""
+        name = collection.name
+        where = self._location.describe()
         check_user_collection(name, collection.metadata, self._prefix, user_id, where)
         space = _space(collection)
         if space != "cosine":
@@ -220,15 +273,31 @@ class UserCollections:
                 f"memory embeds with {self._embedder_name!r}; vectors of different models are "
                 "not comparable - use the same model or another prefix (--collection NAME)"
             )
+        if configured_hnsw(collection).get("sync_threshold") != SYNC_THRESHOLD:
+            # Created before sync_threshold 1: without it an evicted index cannot be reloaded.
+            with self.backend(f"set sync_threshold on the collection of user {shown(user_id)}"):
+                collection.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
         with self._guard:
             return self._cached.setdefault(user_id, collection)
 
-    def every(self) -> list[tuple[str, Any]]:
-        """Every user collection under the prefix, checked, as ``(user id, collection)``."""
+    def listed(self) -> list[Any]:
+        """Every collection of the store, listed page by page (one call per 1,000)."""
+        found: list[Any] = []
         with self.backend("list collections"):
-            listed = self._client.list_collections()
+            while True:
+                page = self._client.list_collections(limit=LIST_PAGE, offset=len(found))
+                found.extend(page)
+                if len(page) < LIST_PAGE:
+                    return found
+
+    def every(self) -> list[tuple[str, Any]]:
+        """Every user collection under the prefix, checked, as ``(user id, collection)``.
+
+        One listing serves every user (it carries each collection's metadata and
+        configuration), so this costs a call per 1,000 collections, not one per user.
+        """
         found: list[tuple[str, Any]] = []
-        for listing in listed:
+        for listing in self.listed():
             if not is_user_collection(self._prefix, listing.name):
                 continue
             owner = (listing.metadata or {}).get(USER_KEY)
@@ -240,9 +309,9 @@ class UserCollections:
                     f"a user collection of {self._prefix!r} but records user {shown(owner)}; "
                     "it is not used - rename or delete it"
                 )
-            collection = self.of(owner, create=False)
-            if collection is not None:
-                found.append((owner, collection))
+            with self._guard:
+                cached = self._cached.get(owner)
+            found.append((owner, cached if cached is not None else self._adopt(owner, listing)))
         return found
 
     def close(self) -> None:

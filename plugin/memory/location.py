@@ -12,6 +12,14 @@ for it and builds its ``httpx.Client`` with ``timeout=None``, so a stopped or hu
 would block a caller (and a turn's conversation lock) forever: the client is built in a
 worker thread that is given up on after ``timeout``, and its session's timeout is set before
 it is handed out.
+
+An embedded store keeps the HNSW indexes of recently used collections in an LRU cache that
+counts indexes, not bytes (chromadb 1.5.9 ignores ``chroma_segment_cache_policy`` and
+``chroma_memory_limit_bytes``): it holds ``RLIMIT_NOFILE // 5`` of them, read once when the
+path is first opened in the process. ``index_cache=N`` bounds it by lowering the soft open-file
+limit to ``5 * N`` for the moment the client is built, and restoring it at once. Each loaded
+index costs about 2.6 MB plus 2.7 KB per memory (384 dimensions, 32 neighbours). A server's
+cache is set in the YAML file given to ``chroma run`` (README "Many users").
 """
 
 from __future__ import annotations
@@ -19,7 +27,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import resource
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,8 +43,11 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "IN_MEMORY",
     "MAX_TIMEOUT",
+    "MIN_INDEX_CACHE",
     "StoreLocation",
+    "check_index_cache",
     "check_timeout",
+    "index_cache_size",
     "open_client",
     "parse_location",
 ]
@@ -50,6 +64,9 @@ second, so 10 s only ever trips on a server that is down, stopped or badly overl
 
 MAX_TIMEOUT = 3600.0
 """Longest timeout accepted (an hour); beyond that a hung server is indistinguishable from none."""
+
+MIN_INDEX_CACHE = 8
+"""Fewest indexes an embedded cache may be bounded to (the open-file limit is 5 per index)."""
 
 _HOST = re.compile(r"^[A-Za-z0-9.\-\[\]:]+$")
 
@@ -145,10 +162,7 @@ def _http_client(location: StoreLocation, timeout: float) -> Any:
     worker = threading.Thread(target=build, name="affect-memory-chroma-connect", daemon=True)
     worker.start()
     worker.join(timeout)
-    hint = (
-        f"(start one with `chroma run --host {location.host} --port {location.port} "
-        "--path DIR`)"
-    )
+    hint = f"(start one with `chroma run --host {location.host} --port {location.port} --path DIR`)"
     if worker.is_alive():
         raise StoreUnavailableError(
             f"the Chroma server at {location.describe()} did not answer within {timeout:g} s "
@@ -169,18 +183,70 @@ def _http_client(location: StoreLocation, timeout: float) -> Any:
     return client
 
 
+def check_index_cache(index_cache: object) -> int | None:
+    """None (Chroma's own bound) or a whole number of indexes >= ``MIN_INDEX_CACHE``."""
+    if index_cache is None:
+        return None
+    if (
+        isinstance(index_cache, bool)
+        or not isinstance(index_cache, int)
+        or not (MIN_INDEX_CACHE <= index_cache <= 1_000_000)
+    ):
+        raise StoreError(
+            f"index_cache must be a whole number of collections in [{MIN_INDEX_CACHE}, "
+            f"1000000], got {index_cache!r}"
+        )
+    return index_cache
+
+
+@contextmanager
+def _open_file_limit(index_cache: int | None) -> Iterator[None]:
+    """While building an embedded client, a soft open-file limit that makes Chroma's index
+    cache hold ``index_cache`` indexes (never below what the process has open already)."""
+    if index_cache is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:  # pragma: no cover - not Linux
+        in_use = 256
+    wanted = max(5 * index_cache, in_use + 64)
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def index_cache_size(client: Any) -> int | None:
+    """How many HNSW indexes an embedded client's cache holds (None for a server client)."""
+    size = getattr(getattr(client, "_server", None), "hnsw_cache_size", None)
+    return size if isinstance(size, int) else None
+
+
 def open_client(
-    location: StoreLocation, *, create: bool = True, timeout: float = DEFAULT_TIMEOUT
+    location: StoreLocation,
+    *,
+    create: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+    index_cache: int | None = None,
 ) -> tuple[Any, PathLock | None]:
     """A Chroma client for ``location`` and, for an embedded path, the lock now held on it.
 
     ``timeout`` bounds every request to a server; embedded stores make no network calls.
+    ``index_cache`` bounds an embedded store's HNSW index cache, if this is the first client
+    of the path (or of ``:memory:``) in the process; a server's is set on the server.
     """
     import chromadb
 
     timeout = check_timeout(timeout)
+    index_cache = check_index_cache(index_cache)
     if location.kind == "memory":
-        return chromadb.EphemeralClient(settings=_settings()), None
+        with _open_file_limit(index_cache):
+            return chromadb.EphemeralClient(settings=_settings()), None
     if location.kind == "http":
         return _http_client(location, timeout), None
     directory = location.path
@@ -199,7 +265,8 @@ def open_client(
         raise StoreUnavailableError(f"store path {directory} exists and is not a directory")
     lock = PathLock(directory)
     try:
-        client = chromadb.PersistentClient(path=str(directory), settings=_settings())
+        with _open_file_limit(index_cache):
+            client = chromadb.PersistentClient(path=str(directory), settings=_settings())
     except Exception as error:
         lock.release()
         raise StoreUnavailableError(

@@ -44,7 +44,12 @@ from plugin.memory.collections import (
     recorded_embedder,
 )
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
-from plugin.memory.location import DEFAULT_TIMEOUT, check_timeout, parse_location
+from plugin.memory.location import (
+    DEFAULT_TIMEOUT,
+    check_index_cache,
+    check_timeout,
+    parse_location,
+)
 from plugin.memory.problems import problems_message
 from plugin.memory.ranking import rank_rows
 from plugin.memory.records import MemoryRecord
@@ -83,6 +88,8 @@ class ChromaMemory:
     (a ``chroma run`` server, for several processes). ``collection`` is the prefix the users'
     collections are named under; ``timeout`` bounds every request to a server. ``observer``
     (for benchmarks) is called with a stage of ``QUERY_STAGES`` and its duration in seconds.
+    ``index_cache`` bounds how many users' HNSW indexes an embedded store keeps loaded
+    (``plugin.memory.location``; a server's bound is the server's own setting).
     """
 
     def __init__(
@@ -96,11 +103,13 @@ class ChromaMemory:
         progress: bool | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         observer: StageObserver | None = None,
+        index_cache: int | None = None,
     ) -> None:
         self._prefix = check_prefix(collection)
         if not isinstance(hnsw, HnswParams):
             raise StoreError(f"hnsw must be HnswParams, got {hnsw!r}")
         self._timeout = check_timeout(timeout)
+        check_index_cache(index_cache)
         self._location = parse_location(location)
         if observer is not None and not callable(observer):
             raise InvalidInputError(f"observer must be callable, got {observer!r}")
@@ -116,6 +125,7 @@ class ChromaMemory:
             hnsw=hnsw,
             create=create,
             timeout=self._timeout,
+            index_cache=index_cache,
         )
         self._writer = BatchWriter(self._collections, self._embedder, progress=progress)
 
@@ -140,6 +150,11 @@ class ChromaMemory:
     def embedder(self) -> Embedder:
         """The embedder every document and query goes through."""
         return self._embedder
+
+    @property
+    def index_cache(self) -> int | None:
+        """How many users' HNSW indexes an embedded store keeps loaded (None for a server)."""
+        return self._collections.index_cache
 
     def collection_for(self, user_id: str) -> str:
         """The name of the Chroma collection that holds (or will hold) ``user_id``'s memories."""

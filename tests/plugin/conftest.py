@@ -34,16 +34,27 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _running_chroma(data: Path) -> Iterator[tuple[str, int]]:
-    """A ``chroma run`` server on ``data`` and a free port: its URL and PID, stopped after."""
+def running_chroma(data: Path, config: str = "") -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server on ``data`` and a free port: its URL and PID, stopped after.
+
+    ``config`` is extra YAML for the server's config file (e.g. its index cache).
+    """
     chroma = Path(sys.executable).with_name("chroma")
     if not chroma.exists():
         pytest.fail(f"the chroma CLI is not installed next to {sys.executable}")
     port = _free_port()
     log = (data / "server.log").open("wb")
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    command = [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)]
+    if config:
+        settings = data / "chroma.yaml"
+        settings.write_text(
+            f'persist_path: "{data}"\nport: {port}\nlisten_address: "127.0.0.1"\n{config}',
+            encoding="utf-8",
+        )
+        command = [str(chroma), "run", str(settings)]
     process = subprocess.Popen(
-        [str(chroma), "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)],
+        command,
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -78,12 +89,12 @@ def _running_chroma(data: Path) -> Iterator[tuple[str, int]]:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a ``chroma run`` server on a temporary directory, shared by the session."""
-    with _running_chroma(tmp_path_factory.mktemp("chroma-server")) as (url, _pid):
+    with running_chroma(tmp_path_factory.mktemp("chroma-server")) as (url, _pid):
         yield url
 
 
 @pytest.fixture
 def own_chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """A ``chroma run`` server of one test's own (URL and PID), for tests that stop it."""
-    with _running_chroma(tmp_path_factory.mktemp("own-chroma-server")) as server:
+    with running_chroma(tmp_path_factory.mktemp("own-chroma-server")) as server:
         yield server
