@@ -57,6 +57,7 @@ from plugin.memory.retriever import UserRetriever
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder
 from plugin.models.openai_adapter import OpenAICompatibleModel
+from plugin.state.location import open_state_store
 from plugin.state.sqlite import QuarantinedOutboxItem, SQLiteStateStore
 
 _LAZY = {
@@ -134,4 +135,5 @@ __all__ = [
     "WrongSpaceError",
     "__version__",
     "load_exemplars",
+    "open_state_store",
 ]

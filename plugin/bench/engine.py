@@ -1,6 +1,7 @@
 """``affect-memory bench engine``: turns per second and per-stage time of the turn engine.
 
-Each run starts fresh worker processes (spawn) on one SQLite file in a temporary directory;
+Each run starts fresh worker processes (spawn) on one SQLite file in a temporary directory, or
+with ``--state postgresql://...`` on a schema of their own on that server (dropped afterwards);
 each worker drives its own conversation with the scripted model and a static retriever, so
 the numbers are the engine and store alone. Overhead is a turn's time minus its generation.
 """
@@ -43,7 +44,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``bench engine``."""
     parser = benchmarks.add_parser(
         "engine",
-        help="turns/s and per-stage time of the turn engine on the SQLite store",
+        help="turns/s and per-stage time of the turn engine on the SQLite (or a PostgreSQL) store",
         description=(
             "Run scripted turns through the engine on a SQLite file in a temporary directory, "
             "with 1 and 4 processes, and report turns/s and median/p95 time per stage. "
@@ -55,6 +56,14 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--turns", type=int, default=1000, help="measured turns per process (default 1000)"
     )
     parser.add_argument("--quick", action="store_true", help="a few turns only, for CI")
+    parser.add_argument(
+        "--state",
+        metavar="URL",
+        default=None,
+        help="measure this PostgreSQL server instead (postgresql://USER@HOST:PORT/DB; in a "
+        "schema of its own, dropped afterwards, or the empty ?schema=NAME); default: SQLite "
+        "files in a temporary directory",
+    )
     add_json_option(parser)
     parser.set_defaults(handler=run)
 
@@ -64,7 +73,17 @@ def run(args: argparse.Namespace) -> int:
     turns = 30 if args.quick else args.turns
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise InvalidInputError(f"--turns must be a positive integer, got {turns!r}")
-    report = run_benchmark(turns, warmup=5 if args.quick else 50, progress=not args.quick)
+    if args.state is not None:
+        from plugin.state.location import parse_state_url
+
+        if parse_state_url(args.state, source="--state").kind != "postgresql":
+            raise InvalidInputError(
+                "bench engine measures SQLite in a temporary directory of its own; --state "
+                "takes a postgresql:// URL to measure that server instead"
+            )
+    report = run_benchmark(
+        turns, warmup=5 if args.quick else 50, progress=not args.quick, state=args.state
+    )
     return print_report(report, as_json=args.json, text=format_report)
 
 
@@ -74,19 +93,26 @@ def run_benchmark(
     warmup: int = 50,
     process_counts: Sequence[int] = PROCESS_COUNTS,
     progress: bool = True,
+    state: str | None = None,
 ) -> dict[str, Any]:
-    """Measure every process count; the report is JSON-ready."""
+    """Measure every process count, on SQLite or the PostgreSQL server ``state`` names."""
     runs = []
     load_before = load_average()
-    with tempfile.TemporaryDirectory(prefix="affect-memory-bench-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if state is None:
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="affect-memory-")))
+            targets = {count: str(tmp / f"bench-{count}.db") for count in process_counts}
+        else:
+            from plugin.bench.servers import bench_schema
+
+            url = stack.enter_context(bench_schema(state, prefix="bench_engine"))
+            targets = dict.fromkeys(process_counts, url)
         for count in process_counts:
-            runs.append(
-                _run_processes(Path(tmp) / f"bench-{count}.db", count, turns, warmup, progress)
-            )
+            runs.append(_run_processes(targets[count], count, turns, warmup, progress))
     single = runs[0]
     return {
         "benchmark": "engine",
-        "store": "sqlite",
+        "store": "sqlite" if state is None else "postgresql",
         "model": "scripted",
         "turns_per_process": turns,
         "warmup_turns": warmup,
@@ -106,12 +132,14 @@ def run_benchmark(
     }
 
 
-def _run_processes(db: Path, count: int, turns: int, warmup: int, progress: bool) -> dict[str, Any]:
+def _run_processes(
+    target: str, count: int, turns: int, warmup: int, progress: bool
+) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from plugin.state.sqlite import SQLiteStateStore
+    from plugin.state.location import open_state_store
 
-    SQLiteStateStore(db).close()  # create the schema before the workers race for it
+    open_state_store(target).close()  # create the schema before the workers race for it
     context = multiprocessing.get_context("spawn")
     start = context.Event()
     done: Synchronized[int] = context.Value("i", 0)
@@ -119,7 +147,7 @@ def _run_processes(db: Path, count: int, turns: int, warmup: int, progress: bool
     workers = [
         context.Process(
             target=_worker,
-            args=(str(db), index, turns, warmup, start, done, results),
+            args=(target, f"bench-{count}p-{index}", turns, warmup, start, done, results),
             daemon=True,
         )
         for index in range(count)
@@ -179,8 +207,8 @@ def _summary(seconds: Sequence[float]) -> dict[str, float]:
 
 
 def _worker(
-    db: str,
-    index: int,
+    target: str,
+    conversation: str,
     turns: int,
     warmup: int,
     start: Event,
@@ -189,7 +217,7 @@ def _worker(
 ) -> None:
     """One benchmark process: ``warmup`` unmeasured turns, then ``turns`` measured ones."""
     try:
-        result = asyncio.run(_drive(db, index, turns, warmup, start, done, results))
+        result = asyncio.run(_drive(target, conversation, turns, warmup, start, done, results))
     except BaseException as error:  # reported to the parent, which raises
         results.put({"error": f"{type(error).__name__}: {error}"})
         return
@@ -197,8 +225,8 @@ def _worker(
 
 
 async def _drive(
-    db: str,
-    index: int,
+    target: str,
+    conversation: str,
     turns: int,
     warmup: int,
     start: Event,
@@ -209,7 +237,7 @@ async def _drive(
     from kernel.engine import AffectEngine
     from kernel.models import MemoryCandidate
     from kernel.protocols import GateInput, GateResult
-    from plugin.state.sqlite import SQLiteStateStore
+    from plugin.state.location import open_state_store
 
     now = datetime(2026, 3, 1, tzinfo=UTC)
     candidates = [
@@ -238,11 +266,11 @@ async def _drive(
     def observe(stage: str, seconds: float) -> None:
         current[stage] = seconds
 
-    store = SQLiteStateStore(db)
+    store = open_state_store(target)
     engine = AffectEngine(
         model=model,
         store=store,
-        conversation_id=f"bench-{index}",
+        conversation_id=conversation,
         retriever=StaticRetriever(candidates),
         observer=observe,
         clock=lambda: now,

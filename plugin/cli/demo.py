@@ -2,7 +2,8 @@
 
 Everything is real except the language model, which is scripted (none is available offline):
 the embedding intent gate classifies each message, Chroma retrieves, the kernel ranks and
-appraises, the SQLite store commits, and the outbox writes the turn's memories back.
+appraises, the state store (a fresh SQLite file, or ``state_url``) commits, and the outbox
+writes the turn's memories back.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -140,27 +142,38 @@ def run_demo(
     data_dir: Path,
     *,
     chroma_url: str | None = None,
+    state_url: str | None = None,
+    state_source: str = "state_url",
     memories_file: Path = SAMPLE_MEMORIES,
     out: TextIO,
     progress: bool = False,
 ) -> list[DemoTurn]:
     """Run the demo in ``data_dir/demo`` (recreated each time) and print it to ``out``.
 
-    The memories file is validated before anything is created or removed.
+    The memories file and ``state_url`` (``state_source`` names it in errors) are checked
+    before anything is created or removed. A state store of its own (``state_url``) gets a
+    fresh conversation id, as a Chroma server gets a fresh collection.
     """
     from plugin.gate.classifier import EmbeddingIntentGate
     from plugin.memory.effects import MemoryTurnEffects
     from plugin.memory.store import ChromaMemory
     from plugin.models.embeddings import SentenceTransformerEmbedder
-    from plugin.state.sqlite import SQLiteStateStore
+    from plugin.state.location import open_state_store, parse_state_url, state_store_label
 
     records = read_records(memories_file)
+    if state_url is not None:
+        parse_state_url(state_url, source=state_source)
     home = _fresh_directory(data_dir / "demo")
     embedder = SentenceTransformerEmbedder()
     location: str | Path = chroma_url or home / "chroma"
-    collection = f"demo-{datetime.now(UTC):%Y%m%d%H%M%S%f}" if chroma_url else "memories"
+    stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S%f}"
+    collection = f"demo-{stamp}" if chroma_url else "memories"
+    conversation = f"{DEMO_USER}-demo" + (f"-{stamp}" if state_url is not None else "")
     say = _printer(out)
-    with ChromaMemory(location, collection=collection, embedder=embedder) as memory:
+    with (
+        closing(open_state_store(state_url or home / "state.db", source=state_source)) as store,
+        ChromaMemory(location, collection=collection, embedder=embedder) as memory,
+    ):
         written = memory.add(records, progress=progress).written
         say(
             f"Ingested {written} sample memories ({memory.count(DEMO_USER)} of {DEMO_USER}) "
@@ -169,13 +182,12 @@ def run_demo(
         model = _GatedScriptedModel(
             EmbeddingIntentGate(embedder), [reply for _, reply in DEMO_CONVERSATION]
         )
-        store = SQLiteStateStore(home / "state.db")
         clock = _stepping_clock(DEMO_NOW, timedelta(minutes=2))
         retriever = _RecordingRetriever(memory.retriever_for(DEMO_USER))
         engine = AffectEngine(
             model=model,
             store=store,
-            conversation_id=f"{DEMO_USER}-demo",
+            conversation_id=conversation,
             retriever=retriever,
             effects=[MemoryTurnEffects(memory)],
             user_id=DEMO_USER,
@@ -194,7 +206,7 @@ def run_demo(
         }
         say("")
         say(
-            f"Committed {len(turns)} turns to {home / 'state.db'}; "
+            f"Committed {len(turns)} turns to {state_store_label(store)}; "
             f"{memory.count(DEMO_USER) - before} user messages became new memories; "
             "recall counts now: "
             + ", ".join(f"{ident} {count}" for ident, count in sorted(recalled.items()))

@@ -1,27 +1,22 @@
-"""Arguments and helpers shared by the memory commands (ingest, recall, forget, stats)."""
+"""Arguments and helpers shared by the commands that open a store: the memory (ingest, recall,
+forget, stats, chat, mcp) and the conversation state (chat, mcp, demo, bench)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
+from plugin.data_dir import DATA_DIR_ENV, default_data_dir
+
 __all__ = [
     "DATA_DIR_ENV",
+    "add_state_argument",
     "add_store_arguments",
     "default_data_dir",
     "open_memory",
+    "open_state",
 ]
-
-DATA_DIR_ENV = "AFFECT_MEMORY_HOME"
-"""Environment variable naming the default data directory."""
-
-
-def default_data_dir() -> Path:
-    """``$AFFECT_MEMORY_HOME`` or ``./.affect-memory``."""
-    return Path(os.environ.get(DATA_DIR_ENV) or ".affect-memory")
-
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir``, ``--chroma``, ``--collection`` and ``--timeout``."""
@@ -56,6 +51,27 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"longest wait for one Chroma server request (default {DEFAULT_TIMEOUT:g})",
     )
+
+
+def add_state_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--state URL``: the conversation state store (default ``$AFFECT_MEMORY_STATE``)."""
+    parser.add_argument(
+        "--state",
+        metavar="URL",
+        default=None,
+        help="the conversation state store: a file path or sqlite:///PATH for one host, "
+        "postgresql://USER@HOST:PORT/DB[?schema=NAME] for several (default "
+        "$AFFECT_MEMORY_STATE, else DATA_DIR/state.db)",
+    )
+
+
+def open_state(args: argparse.Namespace) -> Any:
+    """The state store ``--state``, ``$AFFECT_MEMORY_STATE`` or ``DATA_DIR/state.db`` names."""
+    from plugin.state.location import open_state_store
+
+    if args.state is not None:
+        return open_state_store(args.state, source="--state")
+    return open_state_store(data_dir=args.data_dir or default_data_dir())
 
 
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:

@@ -1,8 +1,9 @@
 """The MCP memory server: remember, recall, forget, appraise and presence over stdio.
 
-One ``ChromaMemory``, one ``SQLiteStateStore`` and one ``EmbeddingIntentGate`` are opened when
-the server starts (its lifespan) and shared by every call, so the embedder loads once. stdout
-is the protocol: the SDK points fd 1 at stderr while serving, and every log line goes to stderr.
+One ``ChromaMemory``, one state store (``ServerConfig.state_url``: SQLite or PostgreSQL) and one
+``EmbeddingIntentGate`` are opened when the server starts (its lifespan) and shared by every
+call, so the embedder loads once. stdout is the protocol: the SDK points fd 1 at stderr while
+serving, and every log line goes to stderr.
 What the tools do is ``plugin.integrations.mcp_tools``'s.
 
 Every bad argument comes back as a tool error with one line naming the tool, the field and

@@ -61,10 +61,14 @@ class ServerConfig:
     """Where the server keeps its memories and conversation state."""
 
     data_dir: Path
-    """Holds ``state.db`` (conversation state) and, without ``chroma_url``, ``chroma/``."""
+    """Holds ``state.db`` (conversation state, without ``state_url``) and, without
+    ``chroma_url``, ``chroma/``."""
     chroma_url: str | None = None
     """A Chroma server (``http://host:port``) instead of the embedded store."""
     collection: str = DEFAULT_COLLECTION
+    state_url: str | None = None
+    """The state store (``sqlite:///PATH``, a path or ``postgresql://...``); None means
+    ``$AFFECT_MEMORY_STATE``, else ``data_dir/state.db``."""
 
 
 def memory_id(user_id: str, text: str, timestamp: str) -> str:
@@ -287,7 +291,7 @@ async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIter
     """Open the memory, the state store and the gate on one embedder, loaded before serving."""
     from plugin.gate.classifier import EmbeddingIntentGate
     from plugin.models.embeddings import SentenceTransformerEmbedder
-    from plugin.state.sqlite import SQLiteStateStore
+    from plugin.state.location import open_state_store
 
     model = embedder if embedder is not None else SentenceTransformerEmbedder()
     location: str | Path = config.chroma_url or config.data_dir / "chroma"
@@ -296,7 +300,11 @@ async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIter
         memory = stack.enter_context(
             ChromaMemory(location, collection=config.collection, embedder=model, progress=False)
         )
-        store = SQLiteStateStore(config.data_dir / "state.db")
+        store = open_state_store(
+            config.state_url,
+            data_dir=config.data_dir,
+            source=None if config.state_url is None else "state_url",
+        )
         stack.callback(store.close)
         gate = EmbeddingIntentGate(model)
         # Load the model and embed the exemplars now, not inside the first call.

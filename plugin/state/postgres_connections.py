@@ -3,13 +3,13 @@ session, and the text PostgreSQL cannot store (NUL, lone surrogates)."""
 
 from __future__ import annotations
 
-import re
 from contextlib import suppress
 from typing import Any
 
 import psycopg
 
 from kernel.errors import InvalidInputError, shown
+from plugin.state.location import redacted
 
 __all__ = [
     "SESSION_SETTINGS",
@@ -39,12 +39,6 @@ def one_line(error: BaseException) -> str:
     """A driver error as one line, passwords masked: libpq puts hints on indented lines."""
     text = " ".join(part.strip() for part in str(error).splitlines() if part.strip())
     return redacted(text) or type(error).__name__  # libpq may quote the URL it was given
-
-
-def redacted(url: str) -> str:
-    """The connection string with any password masked, for error messages."""
-    url = re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
-    return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", url)
 
 
 def check_storable(value: str, name: str) -> None:

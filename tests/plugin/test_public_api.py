@@ -73,6 +73,7 @@ PUBLIC = [
     "WrongSpaceError",
     "__version__",
     "load_exemplars",
+    "open_state_store",
 ]
 """The pinned public API, sorted; change it here and in plugin/__init__.py together."""
 

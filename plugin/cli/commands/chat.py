@@ -2,10 +2,11 @@
 
 Each line read from stdin is one turn: the embedding gate classifies it, Chroma retrieves the
 user's memories, the kernel ranks and appraises, the OpenAI-compatible endpoint streams the
-reply to stdout, and the SQLite store commits the turn; the turn's memory writes go through
-the outbox (pending ones from an earlier run are replayed first). A failed turn prints one line
-on stderr and commits nothing; the conversation goes on. A run whose every turn failed (an
-unreachable endpoint, a wrong model name) exits 1, so a script cannot mistake it for success.
+reply to stdout, and the state store (``--state``: SQLite or PostgreSQL) commits the turn;
+the turn's memory writes go through the outbox (pending ones from an earlier run are replayed
+first). A failed turn prints one line on stderr and commits nothing; the conversation goes on.
+A run whose every turn failed (an unreachable endpoint, a wrong model name) exits 1, so a
+script cannot mistake it for success.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ import argparse
 import asyncio
 import os
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
 from kernel.errors import AffectMemoryError, InvalidInputError, shown
 from plugin.cli.formatting import error_line
-from plugin.cli.store_options import add_store_arguments, default_data_dir, open_memory
+from plugin.cli.store_options import (
+    add_state_argument,
+    add_store_arguments,
+    open_memory,
+    open_state,
+)
 from plugin.errors import ChatConfigError
 
 __all__ = ["MODEL_ENV", "MODEL_URL_ENV", "register", "run"]
@@ -49,11 +54,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Read one message per line from stdin and stream each reply to stdout. Every turn "
             "runs the embedding intent gate, retrieval from the user's memories, kernel "
-            "ranking and appraisal, generation at --model-url, and one commit to "
-            "DATA_DIR/state.db; the user's messages become memories. A failed turn is "
-            "reported on stderr and not committed. End with /quit or end of input. Exit "
-            "status: 0 when at least one turn was committed (or there was no input), 1 when "
-            "every turn failed (e.g. the endpoint cannot be reached), 2 for bad arguments."
+            "ranking and appraisal, generation at --model-url, and one commit to the state "
+            "store (--state, default DATA_DIR/state.db); the user's messages become memories. "
+            "A failed turn is reported on stderr and not committed. End with /quit or end of "
+            "input. Exit status: 0 when at least one turn was committed (or there was no "
+            "input), 1 when every turn failed (e.g. the endpoint cannot be reached), 2 for bad "
+            "arguments or an unusable store."
         ),
     )
     parser.add_argument(
@@ -79,6 +85,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="seconds to wait for the model endpoint to connect or send more (default 60)",
     )
     add_store_arguments(parser)
+    add_state_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -125,25 +132,29 @@ def run(args: argparse.Namespace) -> int:
         if str(error).startswith("api_key "):
             raise ChatConfigError(f"the API key in {key_source}: {error}") from None
         raise
-    with open_memory(args, create=True) as memory:
-        return asyncio.run(
-            _converse(
-                memory,
-                model,
-                args.data_dir or default_data_dir(),
-                user_id=args.user_id,
-                conversation_id=conversation,
-                lines=sys.stdin,
-                out=sys.stdout,
-                err=sys.stderr,
+    store = open_state(args)
+    try:
+        with open_memory(args, create=True) as memory:
+            return asyncio.run(
+                _converse(
+                    memory,
+                    model,
+                    store,
+                    user_id=args.user_id,
+                    conversation_id=conversation,
+                    lines=sys.stdin,
+                    out=sys.stdout,
+                    err=sys.stderr,
+                )
             )
-        )
+    finally:
+        store.close()
 
 
 async def _converse(
     memory: Any,
     model: Any,
-    data_dir: Path,
+    store: Any,
     *,
     user_id: str,
     conversation_id: str,
@@ -153,38 +164,33 @@ async def _converse(
 ) -> int:
     from kernel.engine import AffectEngine
     from plugin.memory.effects import MemoryTurnEffects
-    from plugin.state.sqlite import SQLiteStateStore
+    from plugin.state.location import state_store_label
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStateStore(data_dir / "state.db")
     effects = MemoryTurnEffects(memory, user_id=user_id)
-    try:
-        async with model:
-            replay = await effects.replay_pending(store)
-            if replay.applied or replay.failed:
-                print(
-                    f"replayed {replay.applied} pending memory write(s)"
-                    + (f"; {replay.failed} still failing" if replay.failed else ""),
-                    file=err,
-                )
-            engine = AffectEngine(
-                model=model,
-                store=store,
-                conversation_id=conversation_id,
-                retriever=memory.retriever_for(user_id),
-                effects=[effects],
-                user_id=user_id,
-            )
+    async with model:
+        replay = await effects.replay_pending(store)
+        if replay.applied or replay.failed:
             print(
-                f"chatting as {shown(user_id)} in {shown(conversation_id)} with {model.model} at "
-                f"{model.base_url}; end with /quit or Ctrl-D",
+                f"replayed {replay.applied} pending memory write(s)"
+                + (f"; {replay.failed} still failing" if replay.failed else ""),
                 file=err,
-                flush=True,
             )
-            committed, failed = await _loop(engine, lines, out, err)
-    finally:
-        store.close()
-    where = data_dir / "state.db"
+        engine = AffectEngine(
+            model=model,
+            store=store,
+            conversation_id=conversation_id,
+            retriever=memory.retriever_for(user_id),
+            effects=[effects],
+            user_id=user_id,
+        )
+        print(
+            f"chatting as {shown(user_id)} in {shown(conversation_id)} with {model.model} at "
+            f"{model.base_url}; end with /quit or Ctrl-D",
+            file=err,
+            flush=True,
+        )
+        committed, failed = await _loop(engine, lines, out, err)
+    where = state_store_label(store)
     if failed and not committed:
         print(
             f"affect-memory chat: all {failed} turn(s) failed and none was committed to "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Recreate DATA_DIR/demo, ingest the sample memories, and run a multi-turn "
             "conversation through the embedding intent gate, Chroma retrieval, kernel ranking "
-            "and appraisal, and the SQLite store. Only the language model is scripted. Prints "
+            "and appraisal, and the state store. Only the language model is scripted. Prints "
             "per turn the intent, PAD mood and octant, ranked memories with their score "
             "breakdown, and the presence line."
         ),
@@ -39,6 +40,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "embedded store",
     )
     parser.add_argument(
+        "--state",
+        metavar="URL",
+        default=None,
+        help="the state store: a path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        "[?schema=NAME], with a fresh conversation id (default $AFFECT_MEMORY_STATE, else a "
+        "fresh DATA_DIR/demo/state.db)",
+    )
+    parser.add_argument(
         "--memories",
         type=Path,
         default=None,
@@ -51,10 +60,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print it."""
     from plugin.cli.demo import SAMPLE_MEMORIES, run_demo
+    from plugin.state.location import STATE_ENV
 
+    state, source = args.state, "--state"
+    if state is None and os.environ.get(STATE_ENV):
+        state, source = os.environ[STATE_ENV], f"${STATE_ENV}"
     run_demo(
         args.data_dir or default_data_dir(),
         chroma_url=args.chroma,
+        state_url=state,
+        state_source=source,
         memories_file=args.memories or SAMPLE_MEMORIES,
         out=sys.stdout,
         progress=sys.stderr.isatty(),

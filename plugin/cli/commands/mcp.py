@@ -7,7 +7,12 @@ import asyncio
 import logging
 import sys
 
-from plugin.cli.store_options import add_store_arguments, default_data_dir
+from plugin.cli.store_options import (
+    add_state_argument,
+    add_store_arguments,
+    default_data_dir,
+    open_state,
+)
 
 __all__ = ["register", "run"]
 
@@ -20,12 +25,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Run an MCP server on stdin/stdout with the tools remember, recall, forget, "
             "appraise and presence. Memories live in Chroma (DATA_DIR/chroma, or --chroma), "
-            "conversation state in DATA_DIR/state.db. The embedded Chroma store admits one "
+            "conversation state in --state (default DATA_DIR/state.db). The embedded Chroma "
+            "store admits one "
             "process at a time: use --chroma to share memories with other processes. Logs go "
             "to stderr; stdout carries only the protocol."
         ),
     )
     add_store_arguments(parser)
+    add_state_argument(parser)
     parser.add_argument(
         "--log-level",
         default="WARNING",
@@ -46,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
             f"--chroma takes a server URL such as http://127.0.0.1:8000, got {shown(args.chroma)} "
             "(use --data-dir for an embedded store)"
         )
+    open_state(args).close()  # a bad URL, a server that does not answer: exit 2 before serving
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -56,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir or default_data_dir(),
         chroma_url=args.chroma,
         collection=args.collection,
+        state_url=args.state,
     )
     asyncio.run(build_server(config, log_level=args.log_level).run_stdio_async())
     return 0

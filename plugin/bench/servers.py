@@ -1,0 +1,174 @@
+"""The servers a benchmark runs against: a ``chroma run`` it starts on a free 127.0.0.1 port and
+stops by PID, and a PostgreSQL schema of its own on a server it is given, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel.errors import InvalidInputError, shown
+from plugin.errors import StoreUnavailableError
+from plugin.state.location import StateLocation, parse_state_url
+
+__all__ = [
+    "ChromaServer",
+    "bench_schema",
+    "chroma_server",
+    "free_port",
+    "with_schema",
+]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ChromaServer:
+    """A running ``chroma run``: its URL and process id."""
+
+    url: str
+    pid: int
+
+
+def _chroma_command() -> str:
+    beside = Path(sys.executable).with_name("chroma")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("chroma")
+    if found is None:
+        raise StoreUnavailableError(
+            f"the chroma CLI is neither next to {sys.executable} nor on PATH; install chromadb"
+        )
+    return found
+
+
+@contextmanager
+def chroma_server(data: Path, *, startup_timeout: float = 60.0) -> Iterator[ChromaServer]:
+    """``chroma run`` on ``data`` at a free 127.0.0.1 port, stopped by PID on the way out."""
+    port = free_port()
+    log_path = data / "chroma-server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [_chroma_command(), "run", "--host", "127.0.0.1", "--port", str(port), "--path",
+             str(data)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not _answers(url):
+                if process.poll() is not None:
+                    raise StoreUnavailableError(
+                        f"chroma run exited with status {process.returncode}; see {log_path}"
+                    )
+                if time.monotonic() > deadline:
+                    raise StoreUnavailableError(
+                        f"chroma run did not answer within {startup_timeout:g} s; see {log_path}"
+                    )
+                time.sleep(0.2)
+            yield ChromaServer(url, process.pid)
+        finally:
+            _stop(process)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM by PID, then SIGKILL if it has not exited within 15 s."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` with ``schema=`` added to its query string."""
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+@contextmanager
+def bench_schema(url: str, *, prefix: str, source: str = "--state") -> Iterator[str]:
+    """The state URL of a schema for one run on the PostgreSQL server ``url`` names.
+
+    The URL's own ``?schema=`` is used if it gives one, else a fresh ``PREFIX_<hex>``; the
+    schema must hold no conversations yet, and one the run created is dropped afterwards.
+    """
+    location = parse_state_url(url, source=source)
+    if location.kind != "postgresql":
+        raise InvalidInputError(
+            f"{source} must name a PostgreSQL server (postgresql://USER@HOST:PORT/DB), got "
+            f"{shown(location.describe())}"
+        )
+    import psycopg
+
+    named = location.options.get("schema")
+    schema = str(named) if named else f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+    store_url = url if named else with_schema(url, schema)
+    existed = _schema_exists(location, schema)
+    try:
+        from plugin.state.location import open_state_store
+
+        open_state_store(store_url, source=source).close()  # migrate, or refuse its version
+        if existed and _count(location, f'SELECT count(*) FROM "{schema}".conversations'):
+            raise InvalidInputError(
+                f"{source}: schema {schema!r} already holds conversations; a benchmark needs a "
+                "new or empty schema"
+            )
+        yield store_url
+    finally:
+        if not existed:
+            # An unreachable server (or one that went away) has nothing of ours to drop.
+            with suppress(psycopg.Error):
+                _sql(location, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _sql(location: StateLocation, statement: str, params: tuple[Any, ...] = ()) -> Any:
+    import psycopg
+
+    with psycopg.connect(location.target, autocommit=True, connect_timeout=10) as connection:
+        cursor = connection.execute(statement, params)
+        return cursor.fetchall() if cursor.description is not None else None
+
+
+def _schema_exists(location: StateLocation, schema: str) -> bool:
+    import psycopg
+
+    try:
+        rows = _sql(location, "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+    except psycopg.Error:
+        return False  # unreachable: opening the store says so in one line
+    return bool(rows)
+
+
+def _count(location: StateLocation, statement: str) -> int:
+    rows = _sql(location, statement)
+    return int(rows[0][0]) if rows else 0
