@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,13 @@ from kernel import (
     mood_octant,
 )
 from kernel.adapters import ScriptedModel
+from plugin import open_state_store
 from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.integrations.mcp_tools import MemoryTools
+from plugin.integrations.mcp_tools import MemoryTools, ServerConfig, open_tools
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import SentenceTransformerEmbedder
 from plugin.state.sqlite import SQLiteStateStore
+from tests.plugin.state.postgres_fixture import require_psycopg, server_url, temporary_schema
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -95,3 +98,28 @@ async def test_appraise_refuses_a_message_over_the_engines_limit_and_commits_not
         await tools.appraise("c2", "x" * 16_001, "CASUAL")
     assert await committed(stores[0], "c2") == (None, ())
     assert await tools.presence("c2") == build_presence_vector(AffectState())
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+async def test_the_server_keeps_conversation_state_where_its_state_url_says(
+    kind: str, tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    with ExitStack() as stack:
+        if kind == "sqlite":
+            state_url = f"sqlite://{tmp_path}/elsewhere.db"
+        else:
+            require_psycopg()
+            url = server_url()
+            schema = stack.enter_context(temporary_schema(url))
+            state_url = f"{url}?schema={schema}"
+        config = ServerConfig(data_dir=tmp_path / "data", state_url=state_url)
+        async with open_tools(config, embedder=embedder) as served:
+            await served.appraise("c-url", "I failed my driving test today.", "VULNERABILITY")
+        reopened = open_state_store(state_url)
+        try:
+            state, transcript = await committed(reopened, "c-url")  # type: ignore[arg-type]
+        finally:
+            reopened.close()
+        assert state is not None and state != AffectState()
+        assert [m.content for m in transcript] == ["I failed my driving test today."]
+        assert not (tmp_path / "data" / "state.db").exists()
