@@ -43,6 +43,8 @@ from plugin.memory.collections import (
     configured_hnsw,
     recorded_embedder,
 )
+from plugin.memory.index.memory_index import MemoryIndex
+from plugin.memory.index.opening import open_backend, resolve_index
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
 from plugin.memory.location import (
     DEFAULT_TIMEOUT,
@@ -69,7 +71,7 @@ from plugin.memory.results import (
     collect_recall_queries,
 )
 from plugin.memory.retriever import UserRetriever
-from plugin.memory.rows import StoredRows, ids_of, records_of, rows_of
+from plugin.memory.rows import StoredRows, records_of, rows_of
 from plugin.memory.timestamps import normalize_timestamp
 from plugin.memory.writes import BatchWriter, chunks
 from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
@@ -88,6 +90,9 @@ class ChromaMemory:
     (a ``chroma run`` server, for several processes). ``collection`` is the prefix the users'
     collections are named under; ``timeout`` bounds every request to a server. ``observer``
     (for benchmarks) is called with a stage of ``QUERY_STAGES`` and its duration in seconds.
+    ``index`` says where the memory index lives (``plugin.memory.index.opening``: by default
+    a SQLite file beside an embedded store, ``postgresql://...`` for a fleet): lexical search
+    and the authoritative recall counts, kept consistent with Chroma by every write.
     ``index_cache`` bounds how many users' HNSW indexes an embedded store keeps loaded
     (``plugin.memory.location``; a server's bound is the server's own setting).
     """
@@ -104,6 +109,7 @@ class ChromaMemory:
         timeout: float = DEFAULT_TIMEOUT,
         observer: StageObserver | None = None,
         index_cache: int | None = None,
+        index: str | os.PathLike[str] | None = None,
     ) -> None:
         self._prefix = check_prefix(collection)
         if not isinstance(hnsw, HnswParams):
@@ -127,7 +133,24 @@ class ChromaMemory:
             timeout=self._timeout,
             index_cache=index_cache,
         )
-        self._writer = BatchWriter(self._collections, self._embedder, progress=progress)
+        try:
+            self._index = MemoryIndex(
+                open_backend(resolve_index(index, self._location), lock_timeout=30.0),
+                self._collections,
+                self._prefix,
+                chroma_timeout=self._timeout,
+            )
+        except BaseException:
+            self._collections.close()
+            raise
+        try:
+            self._index.reconcile_pending()  # what a killed writer left, settled on opening
+        except BaseException:
+            self.close()
+            raise
+        self._writer = BatchWriter(
+            self._collections, self._embedder, self._index, progress=progress
+        )
 
     # ------------------------------------------------------------------ properties
 
@@ -150,6 +173,11 @@ class ChromaMemory:
     def embedder(self) -> Embedder:
         """The embedder every document and query goes through."""
         return self._embedder
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The memory index: lexical search, authoritative recall counts, newest times."""
+        return self._index
 
     @property
     def index_cache(self) -> int | None:
@@ -195,7 +223,7 @@ class ChromaMemory:
         """Apply one committed turn's memory writes to ``user_id``'s memories; applying the
         same turn again changes nothing (see ``plugin.memory.turn_writes``)."""
         return turn_writes.apply_turn_writes(
-            self._collections,
+            self._index,
             self._writer,
             turn_id,
             user_id=user_id,
@@ -361,7 +389,8 @@ class ChromaMemory:
 
     def get(self, ids: Iterable[str], *, user_id: str) -> tuple[MemoryRecord, ...]:
         """``user_id``'s stored records for ``ids``, in the order asked; ids that user does not
-        have are left out, and so are malformed rows (logged)."""
+        have are left out, and so are malformed rows (logged). ``recall_count`` and
+        ``last_recalled_at`` are the index's (the authoritative counts)."""
         user_id = check_user(user_id)
         wanted = check_ids(ids)
         collection = self._collections.of(user_id, create=False)
@@ -372,7 +401,20 @@ class ChromaMemory:
             for chunk in chunks(wanted, self._collections.max_batch):
                 got = collection.get(ids=list(chunk), include=["documents", "metadatas"])
                 rows.update(records_of(got, user_id))
-        return tuple(rows[ident] for ident in wanted if ident in rows)
+        found = [ident for ident in wanted if ident in rows]
+        rehearsal = self._index.rehearsal(user_id, found)
+        return tuple(
+            rows[ident].model_copy(update={"recall_count": count, "last_recalled_at": stamp})
+            if held
+            else rows[ident]
+            for ident, count, stamp, held in zip(
+                found,
+                rehearsal.recall_counts.tolist(),
+                rehearsal.last_recalled_at,
+                rehearsal.found.tolist(),
+                strict=True,
+            )
+        )
 
     def forget(self, ids: Iterable[str], *, user_id: str) -> tuple[str, ...]:
         """Delete ``user_id``'s memories with these ids; returns the ids removed.
@@ -380,18 +422,7 @@ class ChromaMemory:
         ``user_id`` is required: ids are per user, so an unscoped forget could only guess.
         """
         user_id = check_user(user_id)
-        wanted = check_ids(ids)
-        collection = self._collections.of(user_id, create=False)
-        if collection is None or not wanted:
-            return ()
-        present: set[str] = set()
-        with self._collections.backend("forget memories"):
-            for chunk in chunks(wanted, self._collections.max_batch):
-                present.update(ids_of(collection.get(ids=list(chunk), include=[])))
-            removed = [ident for ident in wanted if ident in present]
-            for chunk in chunks(removed, self._collections.max_batch):
-                collection.delete(ids=list(chunk))
-        return tuple(removed)
+        return tuple(self._writer.forget(user_id, check_ids(ids)))
 
     def count(self, user_id: str | None = None) -> int:
         """How many memories are stored, in total or for one user."""
@@ -440,7 +471,10 @@ class ChromaMemory:
         """Release the Chroma client and the embedded store's lock; safe to call twice."""
         if not self._closed:
             self._closed = True
-            self._collections.close()
+            try:
+                self._collections.close()
+            finally:
+                self._index.close()
 
     def __enter__(self) -> ChromaMemory:
         return self

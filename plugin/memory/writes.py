@@ -5,6 +5,11 @@ it replaces so that a failure can put them back. If a write fails part way (Chro
 chunk, the server times out), what the call had sent is taken back before the error is
 raised, so a failed call leaves nothing of itself. A process killed mid-write cannot undo: it
 leaves a prefix of the batch, which re-running the same call completes.
+
+Every user's part runs in a write session of the memory index (``plugin.memory.index``): the
+user's lock is held from the check of which ids exist to the last chunk, and each chunk is
+announced in the index's journal before Chroma is written and settled after, so the index
+holds exactly what Chroma holds however the process ends. ``forget`` goes the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import numpy as np
 
 from plugin.errors import EmbeddingError, StoreError
 from plugin.memory.collections import UserCollections
+from plugin.memory.index.memory_index import MemoryIndex
+from plugin.memory.index.session import WriteSession
+from plugin.memory.index.sync import Counts
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import WriteReport
 from plugin.memory.rows import StoredRow, ids_of, snapshots_of
@@ -47,6 +55,10 @@ class WritePlan:
     records: list[MemoryRecord]
     previous: dict[str, StoredRow] = field(default_factory=dict)
     """For upsert: the rows the write replaces, by id."""
+    previous_counts: dict[str, Counts] = field(default_factory=dict)
+    """For upsert: the index's counts of the rows it replaces, to put back with them."""
+    skipped: list[str] = field(default_factory=list)
+    """For add: ids the user already had, left untouched."""
     attempted: list[str] = field(default_factory=list)
     """Ids handed to Chroma so far (a failed call may have stored some of them)."""
 
@@ -63,25 +75,25 @@ class BatchWriter:
     """Writes validated batches into the collections of one store with one embedder."""
 
     def __init__(
-        self, collections: UserCollections, embedder: Embedder, *, progress: bool | None
+        self,
+        collections: UserCollections,
+        embedder: Embedder,
+        index: MemoryIndex,
+        *,
+        progress: bool | None,
     ) -> None:
-        """Write through ``collections``; ``progress`` is the default for a bar (None: a TTY)."""
+        """Write through ``collections`` and ``index``; ``progress`` is the default for a bar
+        (None: a TTY)."""
         self._collections = collections
         self._embedder = embedder
+        self._index = index
         self._progress = progress
 
     def add(self, batch: Sequence[MemoryRecord], *, progress: bool | None) -> WriteReport:
         """Store new records; ids the record's user already has are left alone and reported."""
-        plans: list[WritePlan] = []
-        stored: set[tuple[str, str]] = set()
-        for user_id, group in by_user(batch).items():
-            collection = self._collections.of(user_id, create=False)
-            existing = self.existing(collection, [r.id for r in group])
-            stored.update((user_id, ident) for ident in existing)
-            todo = [r for r in group if r.id not in existing]
-            if todo:
-                plans.append(WritePlan(user_id, collection, todo))
+        plans = [WritePlan(user_id, None, group) for user_id, group in by_user(batch).items()]
         self.write(plans, replace=False, progress=progress)
+        stored = {(plan.user_id, ident) for plan in plans for ident in plan.skipped}
         return WriteReport(
             written=sum(len(plan.records) for plan in plans),
             skipped=tuple(r.id for r in batch if (r.user_id, r.id) in stored),
@@ -89,15 +101,25 @@ class BatchWriter:
 
     def upsert(self, batch: Sequence[MemoryRecord], *, progress: bool | None) -> WriteReport:
         """Store records, replacing the record's user's memories under the same ids."""
-        plans: list[WritePlan] = []
-        for user_id, group in by_user(batch).items():
-            collection = self._collections.of(user_id, create=False)
-            plan = WritePlan(user_id, collection, group)
-            if collection is not None:
-                plan.previous = self.snapshot(collection, [r.id for r in group])
-            plans.append(plan)
+        plans = [WritePlan(user_id, None, group) for user_id, group in by_user(batch).items()]
         self.write(plans, replace=True, progress=progress)
         return WriteReport(written=len(batch))
+
+    def forget(self, user_id: str, ids: Sequence[str]) -> list[str]:
+        """Delete ``user_id``'s memories ``ids`` from Chroma and the index; the ids removed."""
+        collection = self._collections.of(user_id, create=False)
+        if collection is None or not ids:
+            return []
+        with self._index.writing(user_id, collection) as session:
+            present = self.existing(collection, ids)
+            removed = [ident for ident in ids if ident in present]
+            if removed:
+                session.announce_forget(removed)
+                with self._collections.backend("forget memories"):
+                    for chunk in chunks(removed, self._collections.max_batch):
+                        collection.delete(ids=list(chunk))
+                session.settle_forget(removed)
+        return removed
 
     def existing(self, collection: Any | None, ids: Sequence[str]) -> set[str]:
         """Which of ``ids`` the collection already holds."""
@@ -129,6 +151,17 @@ class BatchWriter:
             wanted = sys.stderr.isatty()
         return bool(wanted) and total >= PROGRESS_MIN
 
+    def _prepare(self, plan: WritePlan, session: WriteSession, *, replace: bool) -> None:
+        """Under the user's lock: what the plan replaces (upsert) or skips (add)."""
+        ids = [record.id for record in plan.records]
+        if replace:
+            plan.previous = self.snapshot(plan.collection, ids)
+            plan.previous_counts = session.counts(list(plan.previous))
+            return
+        existing = self.existing(plan.collection, ids)
+        plan.skipped = [ident for ident in ids if ident in existing]
+        plan.records = [record for record in plan.records if record.id not in existing]
+
     def write(self, plans: Sequence[WritePlan], *, replace: bool, progress: bool | None) -> None:
         """Embed and write every plan in chunks; on any failure undo the call, then raise."""
         total = sum(len(plan.records) for plan in plans)
@@ -150,22 +183,27 @@ class BatchWriter:
                 for plan in plans:
                     if plan.collection is None:
                         plan.collection = self._collections.of(plan.user_id, create=True)
-                    write = plan.collection.upsert if replace else plan.collection.add
-                    for chunk in chunks(plan.records, chunk_size):
-                        texts = [record.text for record in chunk]
-                        vectors = check_embeddings(
-                            self._embedder.embed_documents(texts), len(texts)
-                        )
-                        ids = [record.id for record in chunk]
-                        plan.attempted.extend(ids)
-                        with self._collections.backend("write memories"):
-                            write(
-                                ids=ids,
-                                embeddings=vectors,
-                                documents=texts,
-                                metadatas=[record.to_metadata() for record in chunk],
+                    with self._index.writing(plan.user_id, plan.collection) as session:
+                        self._prepare(plan, session, replace=replace)
+                        bar.update(len(plan.skipped))
+                        write = plan.collection.upsert if replace else plan.collection.add
+                        for chunk in chunks(plan.records, chunk_size):
+                            texts = [record.text for record in chunk]
+                            vectors = check_embeddings(
+                                self._embedder.embed_documents(texts), len(texts)
                             )
-                        bar.update(len(chunk))
+                            ids = [record.id for record in chunk]
+                            session.announce_writes(chunk)
+                            plan.attempted.extend(ids)
+                            with self._collections.backend("write memories"):
+                                write(
+                                    ids=ids,
+                                    embeddings=vectors,
+                                    documents=texts,
+                                    metadatas=[record.to_metadata() for record in chunk],
+                                )
+                            session.settle_writes(chunk)
+                            bar.update(len(chunk))
         except BaseException as error:
             attempted = sum(len(plan.attempted) for plan in plans)
             try:
@@ -184,20 +222,26 @@ class BatchWriter:
             raise
 
     def _undo(self, plans: Sequence[WritePlan]) -> None:
-        """Take back what ``write`` sent: delete added ids, put replaced rows back."""
+        """Take back what ``write`` sent: delete added ids, put replaced rows back (and their
+        counts in the index)."""
         for plan in plans:
             if not plan.attempted or plan.collection is None:
                 continue
             added = [ident for ident in plan.attempted if ident not in plan.previous]
             replaced = [ident for ident in plan.attempted if ident in plan.previous]
-            with self._collections.backend("undo a failed write"):
-                for part in chunks(added, self._collections.max_batch):
-                    plan.collection.delete(ids=list(part))
-                for part in chunks(replaced, self._collections.max_batch):
-                    rows = [plan.previous[ident] for ident in part]
-                    plan.collection.upsert(
-                        ids=list(part),
-                        documents=[text for text, _, _ in rows],
-                        metadatas=[meta for _, meta, _ in rows],
-                        embeddings=np.asarray([vector for _, _, vector in rows], dtype=np.float32),
-                    )
+            with self._index.writing(plan.user_id, plan.collection) as session:
+                session.announce_resync(plan.attempted)
+                with self._collections.backend("undo a failed write"):
+                    for part in chunks(added, self._collections.max_batch):
+                        plan.collection.delete(ids=list(part))
+                    for part in chunks(replaced, self._collections.max_batch):
+                        rows = [plan.previous[ident] for ident in part]
+                        plan.collection.upsert(
+                            ids=list(part),
+                            documents=[text for text, _, _ in rows],
+                            metadatas=[meta for _, meta, _ in rows],
+                            embeddings=np.asarray(
+                                [vector for _, _, vector in rows], dtype=np.float32
+                            ),
+                        )
+                session.resync(plan.attempted, counts=plan.previous_counts)

@@ -725,7 +725,8 @@ class MemoryContract:
         turn = memory.apply_turn_writes(
             "t", user_id="ann", recalled_ids=["good", "huge"], recalled_at=REFERENCE
         )
-        assert (turn.incremented, turn.skipped) == (("good",), ("huge",))
+        # The index keeps the counts, so a count another tool broke in Chroma blocks nothing.
+        assert (turn.incremented, turn.skipped) == (("good", "huge"), ())
         assert [r.id for r in memory.get(["good", "huge", "odd"], user_id="ann")] == ["good"]
 
     # ---------------------------------------------------------------- batch recall (1)

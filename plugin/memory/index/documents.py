@@ -1,0 +1,296 @@
+"""One user's indexed memories inside a transaction: their rows, postings and BM25 totals.
+
+Everything here runs inside one ``Tx``: a memory is indexed (its row, its postings, the
+user's N and total length) or removed whole, so no reader ever sees half of one. A memory
+whose text is unchanged keeps its postings; counts are either set from the written record
+(``IndexedDoc.replace_counts``: an add or upsert) or kept from the index (a resync from
+Chroma, where the index is the authority).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernel.errors import shown
+from plugin.errors import StoreError
+from plugin.memory.index.analyzer import ANALYZER, document_terms
+from plugin.memory.index.backend import Tx
+from plugin.memory.index.schema import in_chunks, placeholders
+from plugin.memory.records import MAX_RECALL_COUNT, MemoryRecord
+from plugin.memory.timestamps import MAX_EPOCH
+
+__all__ = [
+    "IndexedDoc",
+    "UserTotals",
+    "doc_from_record",
+    "doc_from_stored",
+    "ensure_user",
+    "put_docs",
+    "remove_docs",
+    "remove_user_docs",
+    "text_hash",
+]
+
+
+def text_hash(text: str) -> str:
+    """A 128-bit hash of a memory's text: what tells an unchanged text from a new one."""
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedDoc:
+    """One memory as the index holds it."""
+
+    memory_id: str
+    text: str
+    epoch: float | None
+    recall_count: int
+    last_recalled_epoch: float | None
+    last_recalled_at: str | None
+    replace_counts: bool
+    """True: the counts above replace the index's (a write); False: the index's stay."""
+    turns: tuple[str, ...] = ()
+    """Turn ids already counted in ``recall_count`` (from a store written before the index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserTotals:
+    """A user's BM25 statistics."""
+
+    doc_count: int
+    total_length: int
+
+
+def doc_from_record(record: MemoryRecord) -> IndexedDoc:
+    """The index row an add or upsert of ``record`` writes (its counts replace the index's)."""
+    last_epoch = None
+    if record.last_recalled_at is not None:
+        from plugin.memory.timestamps import normalize_timestamp
+
+        last_epoch = normalize_timestamp(record.last_recalled_at).epoch
+    return IndexedDoc(
+        memory_id=record.id,
+        text=record.text,
+        epoch=record.timestamp_epoch,
+        recall_count=int(record.recall_count),
+        last_recalled_epoch=last_epoch,
+        last_recalled_at=record.last_recalled_at,
+        replace_counts=True,
+    )
+
+
+def _epoch(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0.0 <= value <= MAX_EPOCH else None
+
+
+def doc_from_stored(
+    memory_id: str, text: object, metadata: Mapping[str, Any] | None, *, replace_counts: bool
+) -> IndexedDoc:
+    """The index row of a row Chroma holds; its counts are what Chroma recorded (the values
+    a store written before the index carries), used only where the index has none."""
+    meta = metadata or {}
+    count = meta.get("recall_count")
+    turns = meta.get("recall_turns")
+    last_at = meta.get("last_recalled_at")
+    last_epoch = _epoch(meta.get("last_recalled_epoch"))
+    if not isinstance(last_at, str) or last_epoch is None:
+        last_at, last_epoch = None, None
+    return IndexedDoc(
+        memory_id=memory_id,
+        text=text if isinstance(text, str) else "",
+        epoch=_epoch(meta.get("timestamp_epoch")),
+        recall_count=count if type(count) is int and 0 <= count <= MAX_RECALL_COUNT else 0,
+        last_recalled_epoch=last_epoch,
+        last_recalled_at=last_at,
+        replace_counts=replace_counts,
+        turns=tuple(t for t in turns if isinstance(t, str) and t)
+        if isinstance(turns, list)
+        else (),
+    )
+
+
+def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: str) -> bool:
+    """Make sure the index has ``collection``'s user row; True when it was (re)started empty.
+
+    A collection recreated under the same name (a new Chroma id) starts the user over: the
+    rows of the old collection describe memories that are gone.
+    """
+    row = tx.one(
+        "SELECT collection, collection_id FROM index_users WHERE user_key = ?", (key,)
+    )
+    if row is None:
+        tx.run(
+            "INSERT INTO index_users (user_key, collection, collection_id, user_id, analyzer) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, collection, collection_id, user_id, ANALYZER),
+        )
+        return True
+    if row[0] != collection:
+        raise StoreError(
+            f"the memory index cannot tell collections {row[0]!r} and {collection!r} apart "
+            f"(their 63-bit keys collide); user {shown(user_id)} needs an index of its own"
+        )
+    if row[1] == collection_id:
+        return False
+    remove_user_docs(tx, key)
+    tx.run("DELETE FROM index_journal WHERE user_key = ?", (key,))
+    tx.run(
+        "UPDATE index_users SET collection_id = ?, analyzer = ?, doc_count = 0, "
+        "total_length = 0 WHERE user_key = ?",
+        (collection_id, ANALYZER, key),
+    )
+    return True
+
+
+def remove_user_docs(tx: Tx, key: int) -> None:
+    """Drop every memory of a user (their row stays, with zero totals)."""
+    for table in ("index_postings", "index_recalls", "index_docs"):
+        tx.run(f"DELETE FROM {table} WHERE user_key = ?", (key,))
+    tx.run("UPDATE index_users SET doc_count = 0, total_length = 0 WHERE user_key = ?", (key,))
+
+
+def _existing(tx: Tx, key: int, ids: Sequence[str]) -> dict[str, tuple[int, str, int]]:
+    """``memory id -> (doc key, text hash, length)`` of the ids the index holds."""
+    found: dict[str, tuple[int, str, int]] = {}
+    for part in in_chunks(ids):
+        for doc_key, memory_id, digest, length in tx.rows(
+            "SELECT doc_key, memory_id, text_hash, length FROM index_docs "
+            f"WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
+            (key, *part),
+        ):
+            found[memory_id] = (int(doc_key), digest, int(length))
+    return found
+
+
+def _delete_postings(tx: Tx, key: int, doc_keys: Sequence[int]) -> None:
+    for part in in_chunks(doc_keys):
+        tx.run(
+            f"DELETE FROM index_postings WHERE user_key = ? AND doc_key IN "
+            f"({placeholders(len(part))})",
+            (key, *part),
+        )
+
+
+def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = False) -> None:
+    """Index ``docs`` for user ``key``: new ones added, known ones brought up to date.
+
+    ``rebuild`` re-derives the postings of unchanged texts too (a new analyzer).
+    """
+    if not docs:
+        return
+    latest = {doc.memory_id: doc for doc in docs}  # the last write of an id wins
+    docs = list(latest.values())
+    existing = _existing(tx, key, [doc.memory_id for doc in docs])
+    fresh = [doc for doc in docs if doc.memory_id not in existing]
+    row = tx.one(
+        "UPDATE index_users SET next_doc = next_doc + ? WHERE user_key = ? RETURNING next_doc",
+        (len(fresh), key),
+    )
+    if row is None:
+        raise StoreError(f"the memory index has no user row {key} (a write outside a session?)")
+    next_key = int(row[0]) - len(fresh)
+    postings: list[tuple[int, str, int, int, int]] = []
+    new_rows: list[tuple[Any, ...]] = []
+    added_length = 0
+    stale: list[int] = []
+    doc_updates: list[tuple[Any, ...]] = []
+    count_updates: list[tuple[Any, ...]] = []
+    for doc in docs:
+        digest = text_hash(doc.text)
+        known = existing.get(doc.memory_id)
+        if known is None:
+            doc_key = next_key
+            next_key += 1
+            terms, length = document_terms(doc.text)
+            postings.extend((key, term, doc_key, tf, length) for term, tf in terms.items())
+            added_length += length
+            new_rows.append(
+                (
+                    key,
+                    doc_key,
+                    doc.memory_id,
+                    digest,
+                    length,
+                    doc.epoch,
+                    doc.recall_count,
+                    doc.last_recalled_epoch,
+                    doc.last_recalled_at,
+                )
+            )
+            continue
+        doc_key, old_digest, old_length = known
+        length = old_length
+        if rebuild or digest != old_digest:
+            terms, length = document_terms(doc.text)
+            stale.append(doc_key)
+            postings.extend((key, term, doc_key, tf, length) for term, tf in terms.items())
+            added_length += length - old_length
+        doc_updates.append((digest, length, doc.epoch, key, doc_key))
+        if doc.replace_counts:
+            count_updates.append(
+                (doc.recall_count, doc.last_recalled_epoch, doc.last_recalled_at, key, doc_key)
+            )
+    tx.many(
+        "UPDATE index_docs SET text_hash = ?, length = ?, epoch = ? "
+        "WHERE user_key = ? AND doc_key = ?",
+        doc_updates,
+    )
+    tx.many(
+        "UPDATE index_docs SET recall_count = ?, last_recalled_epoch = ?, last_recalled_at = ? "
+        "WHERE user_key = ? AND doc_key = ?",
+        count_updates,
+    )
+    _delete_postings(tx, key, stale)
+    tx.many(
+        "INSERT INTO index_docs (user_key, doc_key, memory_id, text_hash, length, epoch, "
+        "recall_count, last_recalled_epoch, last_recalled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        new_rows,
+    )
+    tx.many(
+        "INSERT INTO index_postings (user_key, term, doc_key, tf, length) VALUES (?, ?, ?, ?, ?)",
+        postings,
+    )
+    turns = [
+        (key, int(new_row[1]), turn)
+        for new_row, doc in zip(new_rows, fresh, strict=True)
+        for turn in dict.fromkeys(doc.turns)
+    ]
+    tx.many(
+        "INSERT INTO index_recalls (user_key, doc_key, turn_id) VALUES (?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
+        turns,
+    )
+    tx.run(
+        "UPDATE index_users SET doc_count = doc_count + ?, total_length = total_length + ? "
+        "WHERE user_key = ?",
+        (len(fresh), added_length, key),
+    )
+
+
+def remove_docs(tx: Tx, key: int, ids: Sequence[str]) -> list[str]:
+    """Remove the memories ``ids`` of user ``key`` from the index; the ids it held."""
+    existing = _existing(tx, key, list(dict.fromkeys(ids)))
+    if not existing:
+        return []
+    doc_keys = [doc_key for doc_key, _, _ in existing.values()]
+    _delete_postings(tx, key, doc_keys)
+    for part in in_chunks(doc_keys):
+        marks = placeholders(len(part))
+        tx.run(
+            f"DELETE FROM index_recalls WHERE user_key = ? AND doc_key IN ({marks})", (key, *part)
+        )
+        tx.run(f"DELETE FROM index_docs WHERE user_key = ? AND doc_key IN ({marks})", (key, *part))
+    removed_length = sum(length for _, _, length in existing.values())
+    tx.run(
+        "UPDATE index_users SET doc_count = doc_count - ?, total_length = total_length - ? "
+        "WHERE user_key = ?",
+        (len(existing), removed_length, key),
+    )
+    return list(existing)

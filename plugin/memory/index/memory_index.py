@@ -1,0 +1,306 @@
+"""``MemoryIndex``: a ChromaMemory's side store of lexical postings and rehearsal counts.
+
+Per user it holds what Chroma cannot serve: BM25 over the memories' texts
+(``lexical_search``), the authoritative recall counts and last-recalled times
+(``rehearsal``, incremented atomically by ``record_recalls``) and the newest memory's time
+(``newest_epoch``). Every Chroma write goes through ``writing`` (the journal), so the index
+holds exactly the ids and texts Chroma holds, whatever was killed when.
+
+Before a user's first read in a process, and whenever the journal shows an entry a dead writer
+left, the index settles that user against Chroma (if no live writer holds the user's lock;
+otherwise that writer will): journal entries first, then a backfill when Chroma holds a
+different number of memories (a store written before the index, a migrated collection).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kernel.errors import InvalidInputError, shown
+from plugin.memory.collections import UserCollections
+from plugin.memory.index.backend import Backend, Tx
+from plugin.memory.index.documents import ensure_user
+from plugin.memory.index.journal import entries
+from plugin.memory.index.lexical import LexicalHits, search
+from plugin.memory.index.rehearsal import (
+    RecallOutcome,
+    Rehearsal,
+    read_rehearsal,
+    record_recalls,
+)
+from plugin.memory.index.schema import user_key
+from plugin.memory.index.session import WriteSession
+from plugin.memory.index.sync import SyncReport, backfill, reconcile
+from plugin.memory.layout import user_collection_name
+from plugin.memory.results import check_ids, check_user
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "IndexAudit", "MemoryIndex"]
+
+_T = TypeVar("_T")
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+"""Seconds a writer waits for another writer of the same user."""
+
+MAX_LEXICAL_LIMIT = 10_000
+"""Most hits one lexical search returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexAudit:
+    """What the index holds for one user, recounted (for checks against Chroma)."""
+
+    texts: dict[str, str]
+    """Memory id -> hash of the indexed text."""
+    doc_count: int
+    total_length: int
+    counted_docs: int
+    """Documents counted row by row (equals ``doc_count`` in a consistent index)."""
+    counted_length: int
+    """Lengths summed row by row (equals ``total_length``)."""
+    postings_ok: bool
+    """Whether every document's postings sum to its length."""
+    pending: int
+    """Journal entries not yet settled."""
+
+
+class MemoryIndex:
+    """The lexical index and rehearsal counts of one store's users, kept in step with Chroma."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        collections: UserCollections,
+        prefix: str,
+        *,
+        chroma_timeout: float,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
+        """Serve ``collections`` (named under ``prefix``) from ``backend``."""
+        self.backend = backend
+        self.collections = collections
+        self.chroma_timeout = chroma_timeout
+        self.lock_timeout = lock_timeout
+        self._prefix = prefix
+        self._ready: set[str] = set()
+        self._keys: dict[str, tuple[int, str]] = {}
+        self._guard = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        """Where the index lives (a SQLite file, ``:memory:`` or a PostgreSQL URL and schema)."""
+        return self.backend.describe()
+
+    @property
+    def kind(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.backend.kind
+
+    def user_key(self, user_id: str) -> tuple[int, str]:
+        """The user's key in the index and the name of their collection (their lock's name)."""
+        cached = self._keys.get(user_id)
+        if cached is None:
+            name = user_collection_name(self._prefix, user_id)
+            cached = self._keys[user_id] = (user_key(name), name)
+        return cached
+
+    # ---------------------------------------------------------------- settling
+
+    def settle_locked(self, user_id: str, collection: Any, *, recheck: bool = False) -> SyncReport:
+        """Bring ``user_id``'s index in line with ``collection``; the caller holds their lock."""
+        key, name = self.user_key(user_id)
+        fresh = self.backend.write(
+            lambda tx: ensure_user(tx, key, name, str(collection.id), user_id)
+        )
+        now = time.time()
+        due = self.backend.read(lambda tx: entries(tx, key, due_by=now))
+        report = reconcile(self.backend, self.collections, key, collection, due)
+        with self._guard:
+            ready = user_id in self._ready and not (fresh or recheck)
+        if not ready:
+            report += backfill(self.backend, self.collections, key, user_id, collection)
+            with self._guard:
+                self._ready.add(user_id)
+        return report
+
+    def _settle(self, user_id: str, *, wait: bool) -> bool:
+        """Settle ``user_id`` if no live writer holds their lock (``wait``: wait for it)."""
+        collection = self.collections.of(user_id, create=False)
+        _, name = self.user_key(user_id)
+        if wait:
+            with self.backend.lock(name, timeout=self.lock_timeout):
+                self._settle_held(user_id, collection)
+            return True
+        with self.backend.try_lock(name) as got:
+            if got:
+                self._settle_held(user_id, collection)
+            return got
+
+    def _settle_held(self, user_id: str, collection: Any) -> None:
+        if collection is not None:
+            self.settle_locked(user_id, collection)
+            return
+        key, _ = self.user_key(user_id)
+        backfill(self.backend, self.collections, key, user_id, None)  # drop leftovers
+        with self._guard:
+            self._ready.add(user_id)
+
+    def _read(self, user_id: str, work: Callable[[Tx, int], _T]) -> _T:
+        """``work`` on a settled view of ``user_id``'s index, in one snapshot."""
+        if user_id not in self._ready:
+            self._settle(user_id, wait=False)
+        key, _ = self.user_key(user_id)
+        now = time.time()
+
+        def attempt(tx: Tx) -> tuple[_T, bool]:
+            due = tx.one(
+                "SELECT 1 FROM index_journal WHERE user_key = ? AND due <= ? LIMIT 1", (key, now)
+            )
+            return work(tx, key), due is not None
+
+        result, pending = self.backend.read(attempt)
+        if pending and self._settle(user_id, wait=False):
+            result = self.backend.read(lambda tx: work(tx, key))
+        return result
+
+    def reconcile_pending(self) -> SyncReport:
+        """Settle every user whose journal holds entries a dead writer left (on opening)."""
+        now = time.time()
+        users = self.backend.read(
+            lambda tx: tx.rows(
+                "SELECT DISTINCT u.user_id, u.collection FROM index_journal j "
+                "JOIN index_users u ON u.user_key = j.user_key WHERE j.due <= ?",
+                (now,),
+            )
+        )
+        report = SyncReport()
+        for user_id, collection_name in users:
+            if collection_name != self.user_key(user_id)[1]:
+                continue  # a user of another prefix sharing this index
+            collection = self.collections.of(user_id, create=False)
+            _, name = self.user_key(user_id)
+            with self.backend.try_lock(name) as got:
+                if got and collection is not None:
+                    report += self._reconcile_due(user_id, collection, now)
+        return report
+
+    def _reconcile_due(self, user_id: str, collection: Any, now: float) -> SyncReport:
+        key, _ = self.user_key(user_id)
+        due = self.backend.read(lambda tx: entries(tx, key, due_by=now))
+        return reconcile(self.backend, self.collections, key, collection, due)
+
+    def sync(self, user_id: str | None = None) -> SyncReport:
+        """Settle one user, or every user the store holds, against Chroma now (waiting for
+        their writers); counts are compared again even for users this process settled."""
+        users = [check_user(user_id)] if user_id is not None else [
+            owner for owner, _ in self.collections.every()
+        ]
+        report = SyncReport()
+        for owner in users:
+            collection = self.collections.of(owner, create=False)
+            _, name = self.user_key(owner)
+            with self.backend.lock(name, timeout=self.lock_timeout):
+                if collection is None:
+                    key, _ = self.user_key(owner)
+                    report += backfill(self.backend, self.collections, key, owner, None)
+                else:
+                    report += self.settle_locked(owner, collection, recheck=True)
+        return report
+
+    # ---------------------------------------------------------------- reads
+
+    def lexical_search(self, user_id: str, query: str, limit: int) -> LexicalHits:
+        """``user_id``'s memories best matching ``query`` by BM25, best first, at most
+        ``limit``; empty when the query has no searchable term."""
+        user_id = check_user(user_id)
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, got {shown(query)}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= (
+            MAX_LEXICAL_LIMIT
+        ):
+            raise InvalidInputError(
+                f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
+            )
+        return self._read(user_id, lambda tx, key: search(tx, key, query, limit))
+
+    def rehearsal(self, user_id: str, ids: Sequence[str]) -> Rehearsal:
+        """The authoritative recall counts and last-recalled epochs of ``ids``, aligned."""
+        user_id = check_user(user_id)
+        wanted = list(ids)
+        if not wanted:
+            return self.backend.read(lambda tx: read_rehearsal(tx, 0, []))
+        return self._read(user_id, lambda tx, key: read_rehearsal(tx, key, wanted))
+
+    def newest_epoch(self, user_id: str) -> float | None:
+        """The timestamp epoch of ``user_id``'s newest memory, or None if they have none."""
+        user_id = check_user(user_id)
+
+        def newest(tx: Tx, key: int) -> float | None:
+            row = tx.one("SELECT MAX(epoch) FROM index_docs WHERE user_key = ?", (key,))
+            return None if row is None or row[0] is None else float(row[0])
+
+        return self._read(user_id, newest)
+
+    def audit(self, user_id: str) -> IndexAudit:
+        """What the index holds for ``user_id``, with its totals recounted."""
+        user_id = check_user(user_id)
+        key, _ = self.user_key(user_id)
+
+        def work(tx: Tx) -> IndexAudit:
+            texts = dict(
+                tx.rows("SELECT memory_id, text_hash FROM index_docs WHERE user_key = ?", (key,))
+            )
+            totals = tx.one(
+                "SELECT doc_count, total_length FROM index_users WHERE user_key = ?", (key,)
+            ) or (0, 0)
+            counted = tx.one(
+                "SELECT COUNT(*), COALESCE(SUM(length), 0) FROM index_docs WHERE user_key = ?",
+                (key,),
+            ) or (0, 0)
+            mismatched = tx.one(
+                "SELECT COUNT(*) FROM index_docs d WHERE d.user_key = ? AND d.length <> "
+                "(SELECT COALESCE(SUM(p.tf), 0) FROM index_postings p "
+                "WHERE p.user_key = d.user_key AND p.doc_key = d.doc_key)",
+                (key,),
+            ) or (0,)
+            pending = tx.one("SELECT COUNT(*) FROM index_journal WHERE user_key = ?", (key,))
+            return IndexAudit(
+                texts=texts,
+                doc_count=int(totals[0]),
+                total_length=int(totals[1]),
+                counted_docs=int(counted[0]),
+                counted_length=int(counted[1]),
+                postings_ok=int(mismatched[0]) == 0,
+                pending=int(pending[0]) if pending else 0,
+            )
+
+        return self.backend.read(work)
+
+    # ---------------------------------------------------------------- writes
+
+    def writing(self, user_id: str, collection: Any) -> WriteSession:
+        """A write session for ``user_id``'s existing ``collection`` (use it as ``with``)."""
+        return WriteSession(self, user_id, collection)
+
+    def record_recalls(
+        self, user_id: str, turn_id: str, ids: Iterable[str], *, epoch: float, iso: str
+    ) -> RecallOutcome:
+        """Count turn ``turn_id``'s recall of ``ids`` once per memory, atomically."""
+        user_id = check_user(user_id)
+        wanted = check_ids(ids, "recalled_ids")
+        if "\x00" in turn_id:
+            raise InvalidInputError(f"turn_id must not contain NUL characters: {shown(turn_id)}")
+        if user_id not in self._ready:
+            self._settle(user_id, wait=True)  # a pre-index store is indexed before counting
+        key, _ = self.user_key(user_id)
+        return self.backend.write(
+            lambda tx: record_recalls(tx, key, turn_id, wanted, epoch=epoch, iso=iso)
+        )
+
+    def close(self) -> None:
+        """Release the index's connections; safe to call twice."""
+        self.backend.close()
+

@@ -1,0 +1,126 @@
+"""Rehearsal: the authoritative recall counts and last-recalled times, and their increments.
+
+A turn that surfaced a memory counts once for it, however often the turn is applied: the
+increment inserts ``(memory, turn id)`` under a unique key and bumps the count only for the
+rows that insert created, all in one transaction. So two processes applying turns at once
+lose no increment (the database serialises the row updates), and a replayed turn adds
+nothing. The last-recalled time only moves forward, so applying turns in any order ends the
+same.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from plugin.memory.index.backend import Tx
+from plugin.memory.index.schema import in_chunks, placeholders
+from plugin.memory.records import MAX_RECALL_COUNT
+
+__all__ = ["RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rehearsal:
+    """Recall counts and last-recalled epochs (NaN: never) aligned with the ids asked for."""
+
+    ids: list[str]
+    recall_counts: npt.NDArray[np.int64]
+    last_recalled: npt.NDArray[np.float64]
+    last_recalled_at: list[str | None]
+    """The last-recalled times as canonical ISO text (None: never)."""
+    found: npt.NDArray[np.bool_]
+    """Whether the index holds each id (count 0 and NaN where it does not)."""
+
+    def __len__(self) -> int:
+        """How many ids were asked for."""
+        return len(self.ids)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallOutcome:
+    """What recording one turn's recalls did, per id asked for."""
+
+    incremented: tuple[str, ...]
+    already: tuple[str, ...]
+    """Memories that already counted this turn."""
+    missing: tuple[str, ...]
+    """Ids the index does not hold."""
+
+
+def read_rehearsal(tx: Tx, key: int, ids: Sequence[str]) -> Rehearsal:
+    """The counts of ``ids`` for user ``key``."""
+    found: dict[str, tuple[int, float | None, str | None]] = {}
+    for part in in_chunks(list(dict.fromkeys(ids))):
+        for memory_id, count, last_epoch, last_at in tx.rows(
+            "SELECT memory_id, recall_count, last_recalled_epoch, last_recalled_at "
+            f"FROM index_docs WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
+            (key, *part),
+        ):
+            found[memory_id] = (int(count), last_epoch, last_at)
+    counts = np.zeros(len(ids), dtype=np.int64)
+    last = np.full(len(ids), math.nan, dtype=np.float64)
+    stamps: list[str | None] = [None] * len(ids)
+    present = np.zeros(len(ids), dtype=bool)
+    for index, ident in enumerate(ids):
+        row = found.get(ident)
+        if row is None:
+            continue
+        present[index] = True
+        counts[index] = row[0]
+        if row[1] is not None:
+            last[index] = float(row[1])
+            stamps[index] = row[2]
+    return Rehearsal(list(ids), counts, last, stamps, present)
+
+
+def record_recalls(
+    tx: Tx, key: int, turn_id: str, ids: Sequence[str], *, epoch: float, iso: str
+) -> RecallOutcome:
+    """Count turn ``turn_id``'s recall of ``ids`` once each, at ``epoch`` / ``iso``."""
+    wanted = list(dict.fromkeys(ids))
+    docs: dict[str, int] = {}
+    for part in in_chunks(wanted):
+        docs.update(
+            (memory_id, int(doc_key))
+            for doc_key, memory_id in tx.rows(
+                "SELECT doc_key, memory_id FROM index_docs "
+                f"WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
+                (key, *part),
+            )
+        )
+    fresh: set[int] = set()
+    ordered = sorted(docs.values())  # one lock order for every writer
+    for keys in in_chunks(ordered, 300):
+        values = ", ".join("(?, ?, ?)" for _ in keys)
+        params = [value for doc_key in keys for value in (key, doc_key, turn_id)]
+        fresh.update(
+            int(doc_key)
+            for (doc_key,) in tx.rows(
+                f"INSERT INTO index_recalls (user_key, doc_key, turn_id) VALUES {values} "
+                "ON CONFLICT DO NOTHING RETURNING doc_key",
+                params,
+            )
+        )
+    bumped = sorted(fresh)
+    for bumped_keys in in_chunks(bumped):
+        tx.run(
+            "UPDATE index_docs SET "
+            "recall_count = CASE WHEN recall_count < ? THEN recall_count + 1 "
+            "ELSE recall_count END, "
+            "last_recalled_at = CASE WHEN last_recalled_epoch IS NULL OR last_recalled_epoch < ? "
+            "THEN ? ELSE last_recalled_at END, "
+            "last_recalled_epoch = CASE WHEN last_recalled_epoch IS NULL "
+            "OR last_recalled_epoch < ? THEN ? ELSE last_recalled_epoch END "
+            f"WHERE user_key = ? AND doc_key IN ({placeholders(len(bumped_keys))})",
+            (MAX_RECALL_COUNT, epoch, iso, epoch, epoch, key, *bumped_keys),
+        )
+    return RecallOutcome(
+        incremented=tuple(ident for ident in wanted if docs.get(ident) in fresh),
+        already=tuple(ident for ident in wanted if ident in docs and docs[ident] not in fresh),
+        missing=tuple(ident for ident in wanted if ident not in docs),
+    )
