@@ -1,6 +1,17 @@
 """Shared test configuration."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+if not os.environ.get("AFFECT_MEMORY_CACHE"):
+    # The ONNX graph and exemplar vectors are built once per session (and by the CLI processes
+    # the tests start, which inherit this), never into the developer's own ~/.cache.
+    _cache = tempfile.mkdtemp(prefix="affect-memory-test-cache-")
+    os.environ["AFFECT_MEMORY_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)

@@ -126,7 +126,7 @@ def main() -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import default_embedder
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=20000)
@@ -153,7 +153,7 @@ def main() -> None:
     elif args.cache and os.path.exists(args.cache):
         everything = np.load(args.cache)
     else:
-        everything = SentenceTransformerEmbedder().embed_documents(corpus(total, args.seed))
+        everything = default_embedder().embed_documents(corpus(total, args.seed))
         if args.cache:
             np.save(args.cache, everything)
     vectors, queries = everything[: args.memories], everything[args.memories :]

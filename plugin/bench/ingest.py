@@ -32,7 +32,7 @@ from plugin.cli.formatting import format_table
 from plugin.memory.batches import validate_records
 from plugin.memory.collections import DEFAULT_HNSW
 from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder, check_embeddings
+from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = ["IngestPlan", "measure", "register"]
 
@@ -92,7 +92,7 @@ def measure(plan: IngestPlan, *, progress: bool = False) -> dict[str, Any]:
     from tqdm import tqdm
 
     load_before = load_average()
-    model = SentenceTransformerEmbedder()
+    model = default_embedder()
     check_embeddings(model.embed_documents(["warm the model up"] * 8), 8)
     records = memory_records(
         sentences(plan.memories, seed=plan.seed), users=plan.users, seed=plan.seed
@@ -133,7 +133,7 @@ def _one_size(
     root: Path,
     records: list[dict[str, Any]],
     size: int,
-    model: SentenceTransformerEmbedder,
+    model: Embedder,
     advance: Any,
 ) -> dict[str, Any]:
     timed = TimedEmbedder(model)

@@ -66,7 +66,7 @@ from plugin.memory.location import open_client, parse_location
 from plugin.memory.ranking import rank_rows
 from plugin.memory.results import MAX_CANDIDATES
 from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
+from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = [
     "RecallPlan",
@@ -528,7 +528,7 @@ def _partitioned(root: Path, corpus: Corpus, plan: RecallPlan, progress: bool) -
 def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
     """Build (or reuse) every collection, run the queries and return the JSON-ready report."""
     load_before = load_average()
-    model = SentenceTransformerEmbedder()
+    model = default_embedder()
     check_embeddings(model.embed_documents(["warm the model up"]), 1)
     rows: list[dict[str, Any]] = []
     builds: list[dict[str, Any]] = []

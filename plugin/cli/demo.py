@@ -157,14 +157,14 @@ def run_demo(
     from plugin.gate.classifier import EmbeddingIntentGate
     from plugin.memory.effects import MemoryTurnEffects
     from plugin.memory.store import ChromaMemory
-    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import default_embedder
     from plugin.state.location import open_state_store, parse_state_url, state_store_label
 
     records = read_records(memories_file)
     if state_url is not None:
         parse_state_url(state_url, source=state_source)
     home = _fresh_directory(data_dir / "demo")
-    embedder = SentenceTransformerEmbedder()
+    embedder = default_embedder()
     location: str | Path = chroma_url or home / "chroma"
     stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S%f}"
     collection = f"demo-{stamp}" if chroma_url else "memories"

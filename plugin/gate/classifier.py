@@ -167,9 +167,9 @@ class EmbeddingIntentGate:
 
     def _get_embedder(self) -> Embedder:
         if self._embedder is None:
-            from plugin.models.embeddings import SentenceTransformerEmbedder
+            from plugin.models.embeddings import default_embedder
 
-            self._embedder = SentenceTransformerEmbedder()
+            self._embedder = default_embedder()
         return self._embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:

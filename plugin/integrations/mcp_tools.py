@@ -290,10 +290,10 @@ class MemoryTools:
 async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIterator[MemoryTools]:
     """Open the memory, the state store and the gate on one embedder, loaded before serving."""
     from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import default_embedder
     from plugin.state.location import open_state_store
 
-    model = embedder if embedder is not None else SentenceTransformerEmbedder()
+    model = embedder if embedder is not None else default_embedder()
     location: str | Path = config.chroma_url or config.data_dir / "chroma"
     async with AsyncExitStack() as stack:
         config.data_dir.mkdir(parents=True, exist_ok=True)

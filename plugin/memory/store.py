@@ -74,7 +74,7 @@ from plugin.memory.retriever import UserRetriever
 from plugin.memory.rows import StoredRows, records_of, rows_of
 from plugin.memory.timestamps import normalize_timestamp
 from plugin.memory.writes import BatchWriter, chunks
-from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder, check_embeddings
+from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = ["QUERY_STAGES", "ChromaMemory"]
 
@@ -120,7 +120,7 @@ class ChromaMemory:
         if observer is not None and not callable(observer):
             raise InvalidInputError(f"observer must be callable, got {observer!r}")
         self._embedder: Embedder = (
-            embedder if embedder is not None else SentenceTransformerEmbedder()
+            embedder if embedder is not None else default_embedder()
         )
         self._observer = observer
         self._closed = False

