@@ -104,10 +104,11 @@ class _Index:
 class EmbeddingIntentGate:
     """Classifies messages into intents by similarity to labelled exemplars, offline.
 
-    The embedder defaults to the bundled all-MiniLM-L6-v2; exemplars default to the English
-    preset. Exemplars are embedded lazily on first use, at most once per gate; gates sharing one
-    embedder object reuse the vectors of an identical exemplar set. The gate ignores history and
-    state, and never chooses silence (``should_respond`` is always true).
+    The embedder defaults to the bundled all-MiniLM-L6-v2 (``default_embedder()``); exemplars
+    default to the English preset. Exemplars are embedded lazily on first use, at most once per
+    gate; gates sharing one embedder object reuse the vectors of an identical exemplar set, and
+    an embedder with a ``cache_key`` keeps them on disk for the next process. The gate ignores
+    history and state, and never chooses silence (``should_respond`` is always true).
     """
 
     def __init__(
@@ -195,7 +196,13 @@ class EmbeddingIntentGate:
                 cached = None
         if cached is not None:
             return cached
-        vectors = self._embed(texts)
+        cache_key = getattr(embedder, "cache_key", None)
+        if isinstance(cache_key, str):  # the embedder names its vectors exactly: use the disk
+            from plugin.gate.vector_cache import cached_vectors
+
+            vectors = cached_vectors(cache_key, texts, self._embed)
+        else:
+            vectors = self._embed(texts)
         vectors.setflags(write=False)
         with _VECTOR_CACHE_LOCK:
             try:
@@ -249,15 +256,16 @@ class EmbeddingIntentGate:
                 raise InvalidInputError(f"texts[{i}] must be a string, got {shown(text)}")
         if not texts:
             return []
-        index = self._get_index()
-        labels = index.labels
+        # A message without a letter or digit has nothing to classify: CASUAL, confidence 0,
+        # and when no message has one, the model is not even loaded.
+        live = [i for i, text in enumerate(texts) if _CONTENT.search(text)]
+        index = self._get_index() if live else None
+        labels = self.labels if index is None else index.labels
         casual = labels.index("CASUAL")
-        # A message without a letter or digit has nothing to classify: CASUAL, confidence 0.
         zeros = MappingProxyType(dict.fromkeys(labels, 0.0))
         empty = IntentPrediction("CASUAL", 0.0, False, zeros, fallback=True)
         results: list[IntentPrediction] = [empty] * len(texts)
-        live = [i for i, text in enumerate(texts) if _CONTENT.search(text)]
-        if live:
+        if index is not None:
             scores = self._scores(self._embed([texts[i] for i in live]), index)
             probabilities = _softmax(scores, self._params.temperature)
             for row, i in enumerate(live):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,16 +123,6 @@ def _read_labelled(
     return texts, intents, splits
 
 
-def _quiet_model_loading() -> None:
-    # The model's weight-loading progress bar would interleave with the command's own output.
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return
-    disable: Callable[[], None] = hf_logging.disable_progress_bar
-    disable()
-
-
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _TEXT_WIDTH else flat[: _TEXT_WIDTH - 1] + "…"
@@ -194,7 +183,6 @@ def run(args: argparse.Namespace) -> int:
     if args.evaluate is not None:
         return _run_evaluate(args, gate)
     texts = [args.text] if args.text is not None else _read_queries(args.queries)
-    _quiet_model_loading()
     predictions = gate.classify_many(texts)
     if args.json:
         for text, prediction in zip(texts, predictions, strict=True):
@@ -229,7 +217,6 @@ def _run_evaluate(args: argparse.Namespace, gate: EmbeddingIntentGate) -> int:
     from plugin.gate.evaluation import evaluate
 
     texts, intents, splits = _read_labelled(args.evaluate, gate.labels)
-    _quiet_model_loading()
     report = evaluate(gate, texts, intents, splits if any(s is not None for s in splits) else None)
     if args.json:
         print(json.dumps(report.to_json(), ensure_ascii=False, indent=2))

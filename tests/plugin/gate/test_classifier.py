@@ -121,6 +121,16 @@ def test_a_message_without_letters_or_digits_is_casual_with_zero_confidence(
     assert prediction.should_retrieve is False
 
 
+def test_messages_with_nothing_to_classify_load_no_model(embedder: Any) -> None:
+    # `affect-memory classify ""` answers without embedding the preset (or anything at all).
+    counting = CountingEmbedder(embedder)
+    gate = EmbeddingIntentGate(embedder=counting)
+    predictions = gate.classify_many(["", "?!", "🙂"])
+    assert counting.batches == []
+    assert [p.intent for p in predictions] == ["CASUAL"] * 3
+    assert set(predictions[0].scores) == set(gate.labels)
+
+
 @pytest.mark.parametrize(
     "text",
     [
