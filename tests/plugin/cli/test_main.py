@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +18,7 @@ import plugin
 from kernel.errors import InvalidInputError
 from plugin.cli import main
 from plugin.cli.formatting import MAX_ERROR_CHARS, error_line
+from plugin.cli.main import BROKEN_PIPE_STATUS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -76,3 +81,120 @@ def test_a_long_bad_value_comes_back_as_a_short_line(
     assert line.startswith("affect-memory chat: ")
     assert "(100,000 characters)" in line or "(100000 characters)" in line
     assert len(line) < 500
+
+
+# -- start-up: what each command imports, and a reader that goes away ----------------------------
+
+_PROBE = """
+import json, os, sys
+from plugin.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exited:
+    code = exited.code
+with open(os.environ["PROBE_MODULES"], "w") as out:
+    json.dump(sorted(sys.modules), out)
+sys.exit(code)
+"""
+
+_MODEL_STACK = ("torch", "transformers", "sentence_transformers", "onnxruntime", "tokenizers")
+
+
+@pytest.fixture(scope="module")
+def one_memory(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    """A data directory whose store holds one memory of alice's."""
+    from plugin.memory.store import ChromaMemory
+
+    data = tmp_path_factory.mktemp("one-memory")
+    with ChromaMemory(data / "chroma", embedder=embedder, progress=False) as memory:
+        memory.add(
+            [
+                {
+                    "id": "m1",
+                    "text": "I have a cat called Miso.",
+                    "user_id": "alice",
+                    "timestamp": "2026-11-30T12:00:00+00:00",
+                }
+            ]
+        )
+    return data
+
+
+def _modules_of(tmp_path: Path, *argv: str) -> tuple[int, set[str]]:
+    out = tmp_path / "modules.json"
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv],
+        cwd=ROOT,
+        env={**os.environ, "PROBE_MODULES": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    loaded: set[str] = set(json.loads(out.read_text()))
+    return result.returncode, loaded
+
+
+def _no_model_commands(data: Path) -> list[list[str]]:
+    store = ["--data-dir", str(data)]
+    commands = [
+        ["--help"],
+        ["--version"],
+        ["stats", *store],
+        ["stats", "--json", *store],
+        ["forget", "no-such-id", "--user-id", "alice", *store],
+        ["conformance", "fixtures/kernel_cases.json"],
+        ["classify", ""],  # nothing to classify: CASUAL without the model
+        ["recall", "--help"],
+        ["mcp", "--help"],
+        ["bench", "--help"],
+    ]
+    if importlib.util.find_spec("plugin.cli.commands.migrate") is not None:
+        commands.append(["migrate", "--help"])
+    return commands
+
+
+def test_commands_that_need_no_model_load_none(tmp_path: Path, one_memory: Path) -> None:
+    for argv in _no_model_commands(one_memory):
+        code, loaded = _modules_of(tmp_path, *argv)
+        assert code == 0, argv
+        assert not loaded & set(_MODEL_STACK), (argv, sorted(loaded & set(_MODEL_STACK)))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["recall", "my pet", "--user-id", "alice"], ["classify", "I'm so sorry about yesterday"]],
+)
+def test_commands_that_embed_run_on_onnx_without_torch(
+    tmp_path: Path, one_memory: Path, argv: list[str]
+) -> None:
+    store = ["--data-dir", str(one_memory)] if argv[0] == "recall" else []
+    code, loaded = _modules_of(tmp_path, *argv, *store)
+    assert code == 0
+    assert "onnxruntime" in loaded
+    assert not loaded & {"torch", "transformers", "sentence_transformers"}
+
+
+@pytest.mark.parametrize(
+    "argv", [["conformance", "fixtures/kernel_cases.json"], ["classify", ""], ["--help"]]
+)
+def test_a_reader_that_goes_away_ends_the_command_quietly(argv: list[str]) -> None:
+    # `affect-memory ... | head -1` where head has already gone: no traceback, no noise.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "plugin", *argv],
+            cwd=ROOT,
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert result.stderr == ""
+    assert result.returncode in (0, BROKEN_PIPE_STATUS)
+    if argv[0] != "--help":  # argparse itself ignores a failed write of the help
+        assert result.returncode == BROKEN_PIPE_STATUS
