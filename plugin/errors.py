@@ -15,6 +15,7 @@ store, a timed-out lock or a failing model endpoint is not::
     │   ├── StoreLockedError            another process holds the embedded store
     │   ├── StoreUnavailableError       the server or directory cannot be reached
     │   ├── LegacyLayoutError           the store is in the old shared-collection layout
+    │   ├── MigrationError              migrate stopped before removing the old collection
     │   ├── WrongSpaceError             a collection is not cosine
     │   └── IsolationError              a row or collection of another user turned up
     ├── EmbeddingError                  the embedder's output is unusable
@@ -52,6 +53,7 @@ __all__ = [
     "MalformedGateReplyError",
     "MalformedResponseError",
     "MalformedStreamError",
+    "MigrationError",
     "MissingExtraError",
     "ModelAdapterError",
     "ModelConnectionError",
@@ -109,6 +111,10 @@ class StoreUnavailableError(StoreError):
 class LegacyLayoutError(StoreError):
     """The store keeps every user in one shared collection (the layout before per-user
     collections); ``affect-memory migrate`` moves it."""
+
+
+class MigrationError(StoreError):
+    """``migrate`` stopped before removing the old collection; rerunning it resumes."""
 
 
 class WrongSpaceError(StoreError):

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "recall",
     "forget",
     "stats",
+    "migrate",
     "classify",
     "mcp",
     "chat",

@@ -37,6 +37,7 @@ from plugin.errors import (
     WrongSpaceError,
 )
 from plugin.memory.layout import (
+    DEFAULT_COLLECTION,
     LAYOUT_KEY,
     PREFIX_KEY,
     USER_KEY,
@@ -54,6 +55,7 @@ __all__ = [
     "HnswParams",
     "UserCollections",
     "configured_hnsw",
+    "migrate_command",
     "recorded_embedder",
 ]
 
@@ -91,6 +93,16 @@ def _space(collection: Any) -> object:
     return hnsw.get("space") or (configuration.get("spann") or {}).get("space")
 
 
+def migrate_command(location: StoreLocation, prefix: str) -> str:
+    """The ``affect-memory migrate`` command line that moves this store's old layout."""
+    named = "" if prefix == DEFAULT_COLLECTION else f" --collection {prefix}"
+    if location.kind == "http":
+        return f"affect-memory migrate --chroma {location.describe()}{named}"
+    if location.kind == "path" and location.path is not None and location.path.name == "chroma":
+        return f"affect-memory migrate --data-dir {location.path.parent}{named}"
+    return f"affect-memory migrate --store {location.describe()}{named}"
+
+
 def recorded_embedder(collection: Any) -> str | None:
     """The embedder a collection was filled with, as recorded when it was created."""
     embedder = (collection.metadata or {}).get("embedder")
@@ -105,7 +117,7 @@ class UserCollections:
         location: StoreLocation,
         prefix: str,
         *,
-        embedder_name: str,
+        embedder_name: str | None,
         hnsw: HnswParams,
         create: bool,
         timeout: float,
@@ -202,9 +214,8 @@ class UserCollections:
                 if sample["ids"] and "user_id" in (sample["metadatas"][0] or {}):
                     raise LegacyLayoutError(
                         f"{where} keeps memories in the old layout, every user in one collection "
-                        f"{self._prefix!r}; run `affect-memory migrate "
-                        f"{'--chroma' if self._location.kind == 'http' else '--data-dir'} "
-                        f"...` to move them into one collection per user"
+                        f"{self._prefix!r}; run `{migrate_command(self._location, self._prefix)}`"
+                        " to move them into one collection per user"
                     )
         if create:
             return
@@ -267,7 +278,11 @@ class UserCollections:
                 "collection, so delete this one or use another prefix (--collection NAME)"
             )
         recorded = recorded_embedder(collection)
-        if recorded is not None and recorded != self._embedder_name:
+        if (
+            recorded is not None
+            and self._embedder_name is not None
+            and (recorded != self._embedder_name)
+        ):
             raise StoreError(
                 f"collection {name!r} at {where} was filled with embedder {recorded!r} but this "
                 f"memory embeds with {self._embedder_name!r}; vectors of different models are "

@@ -114,9 +114,13 @@ def is_user_collection(prefix: str, name: str) -> bool:
     return name.startswith(prefix) and _TAIL.fullmatch(name, len(prefix)) is not None
 
 
-def collection_metadata(prefix: str, user_id: str, embedder: str) -> dict[str, str]:
-    """The metadata a user's collection is created with: layout, prefix, user and embedder."""
-    return {LAYOUT_KEY: LAYOUT_VERSION, PREFIX_KEY: prefix, USER_KEY: user_id, "embedder": embedder}
+def collection_metadata(prefix: str, user_id: str, embedder: str | None) -> dict[str, str]:
+    """The metadata a user's collection is created with: layout, prefix, user and embedder
+    (None when unknown, as for a migrated store that never recorded one)."""
+    metadata = {LAYOUT_KEY: LAYOUT_VERSION, PREFIX_KEY: prefix, USER_KEY: user_id}
+    if embedder is not None:
+        metadata["embedder"] = embedder
+    return metadata
 
 
 def check_user_collection(
