@@ -533,6 +533,8 @@ class CandidateColumns:
     from validated ``MemoryCandidate``s, or from columns a store's mapper has checked (finite,
     distances clamped into [0, 2], counts >= 0). Raw arrays go through ``score_batch`` instead.
     ``epochs`` are the timestamps in epoch seconds, NaN for a missing or unusable one.
+    ``ages_days``, when given, are the ages recency is scored at instead of ``now - epochs``
+    (a retriever's time rule decided them; NaN gets the recency fallback).
     """
 
     ids: Sequence[str]
@@ -542,6 +544,7 @@ class CandidateColumns:
     recall_counts: Counts
     episodes: npt.NDArray[np.bool_]
     valences: FloatArray
+    ages_days: FloatArray | None = None
 
     def __post_init__(self) -> None:
         columns = (
@@ -551,6 +554,7 @@ class CandidateColumns:
             self.recall_counts,
             self.episodes,
             self.valences,
+            *(() if self.ages_days is None else (self.ages_days,)),
         )
         if any(column.shape != (len(self.ids),) for column in columns):
             raise InvalidInputError(
@@ -586,8 +590,9 @@ def rank_columns(
 
     The one ranking path: an engine turn (``kernel.ranking.rank_candidates``) and a store's
     recall both rank through here, so the same memories get the same bits. Ages are
-    ``(now - epoch) / 86400`` in float seconds; the best of each id is kept (first seen wins a
-    tie) and ties in score go to the lower id in code-point order.
+    ``(now - epoch) / 86400`` in float seconds, or the columns' ``ages_days`` when given; the
+    best of each id is kept (first seen wins a tie) and ties in score go to the lower id in
+    code-point order.
     """
     limit = check_limit(limit)
     now_epoch = require_zoned_now(now).timestamp()
@@ -596,10 +601,11 @@ def rank_columns(
         raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
     if not isinstance(columns, CandidateColumns):
         raise InvalidInputError(f"columns must be CandidateColumns, got {type(columns).__name__}")
+    aged = columns.ages_days is not None
     scores = _score_columns(
         columns.distances,
-        columns.epochs,
-        now_epoch,
+        columns.ages_days if aged else columns.epochs,
+        None if aged else now_epoch,
         columns.significance,
         columns.recall_counts,
         columns.episodes,

@@ -173,6 +173,18 @@ def _require(value: object, name: str, methods: Sequence[str]) -> None:
         )
 
 
+def _retriever_weights(retriever: object) -> RetrievalWeights:
+    """The weights a retriever prepares its candidates for, else the kernel's defaults."""
+    offered = getattr(retriever, "ranking_weights", None)
+    if offered is None:
+        return DEFAULT_RETRIEVAL_WEIGHTS
+    if not isinstance(offered, RetrievalWeights):
+        raise InvalidInputError(
+            f"retriever.ranking_weights must be RetrievalWeights, got {shown(offered)}"
+        )
+    return offered
+
+
 def _window(messages: tuple[Message, ...], limits: EngineLimits) -> tuple[Message, ...]:
     """The newest messages that fit both history limits, in order."""
     kept = messages[-limits.max_history_messages :]
@@ -232,12 +244,14 @@ class AffectEngine:
         base_tokens: int = 1024,
         observer: StageObserver | None = None,
         skip_history_echoes: bool = True,
-        weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+        weights: RetrievalWeights | None = None,
     ) -> None:
         """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
         override the matching fields of ``limits`` when given. With ``skip_history_echoes``,
         retrieved memories whose text is a message in the history window are not ranked.
-        ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them."""
+        ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them; without
+        them the engine ranks with the retriever's ``ranking_weights`` when it has them (so a
+        turn ranks as that store's recall does), else with the kernel's defaults."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         if retriever is not None:
@@ -263,6 +277,8 @@ class AffectEngine:
             )
         if not isinstance(limits, EngineLimits):
             raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
+        if weights is None:
+            weights = _retriever_weights(retriever)
         if not isinstance(weights, RetrievalWeights):
             raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
         overrides: dict[str, Any] = {}
@@ -316,6 +332,11 @@ class AffectEngine:
     def limits(self) -> EngineLimits:
         """The limits every turn enforces."""
         return self._limits
+
+    @property
+    def weights(self) -> RetrievalWeights:
+        """The ranking settings every turn scores its memories with."""
+        return self._weights
 
     async def turn(self, text: str, on_token: Callable[[str], object] | None = None) -> TurnResult:
         """Run and commit one turn for ``text``; ``on_token`` sees each reply chunk as it streams.
@@ -498,7 +519,9 @@ class AffectEngine:
         assert self._retriever is not None
         cap = self._limits.max_retrieval_candidates
         found = await self._retriever.retrieve(
-            RetrievalInput(query=text, history=history, state=state, limit=cap, now=now)
+            RetrievalInput(
+                query=text, history=history, state=state, limit=cap, now=now, weights=self._weights
+            )
         )
         if not isinstance(found, list | tuple):
             raise MalformedOutputError(

@@ -230,6 +230,12 @@ class MemoryCandidate(FrozenModel):
     recall_count: NonNegativeInt = 0
     episode: bool = Field(default=False, strict=True)
     emotional_valence: SignedUnit = 0.0
+    age_days: NonNegativeFloat | None = None
+    """The age recency is scored at, in days, when the retriever decided it (a time rule that
+    ages memories by the question, not the calendar); None ages from ``timestamp`` to now.
+
+    Not in the reference, which always ages from the timestamp; its fixtures never set it.
+    """
 
 
 class UntrustedContext(FrozenModel):

@@ -23,7 +23,7 @@ from kernel.models import (
     Mood,
     UntrustedContext,
 )
-from kernel.retrieval import ScoredCandidate
+from kernel.retrieval import RetrievalWeights, ScoredCandidate
 
 __all__ = [
     "AppraisalPolicy",
@@ -69,13 +69,18 @@ class GateResult(FrozenModel):
 
 
 class RetrievalInput(FrozenModel):
-    """A retrieval request; ``state`` never carries the carried thought."""
+    """A retrieval request; ``state`` never carries the carried thought.
+
+    ``weights`` are the ranking settings the engine will score the candidates with, so a
+    retriever that prepares or prunes its candidates can do it for the same ranking.
+    """
 
     query: str
     history: tuple[Message, ...] = ()
     state: AffectState
     limit: Annotated[int, Field(ge=1)]
     now: datetime
+    weights: RetrievalWeights | None = None
 
 
 class GenerateInput(FrozenModel):
@@ -154,7 +159,11 @@ class MemoryRetriever(Protocol):
     """A source of memory candidates for a turn."""
 
     async def retrieve(self, request: RetrievalInput) -> Sequence[MemoryCandidate]:
-        """Candidates for the request, unranked; the kernel scores them."""
+        """Candidates for the request, unranked; the kernel scores them.
+
+        A retriever may also offer ``ranking_weights`` (``RetrievalWeights``): the weights its
+        candidates are prepared for, which an engine without weights of its own ranks with.
+        """
         ...
 
 

@@ -20,8 +20,14 @@ import numpy as np
 
 from kernel.batch import CandidateColumns, rank_columns
 from kernel.bounds import check_limit, parse_zoned, require_zoned_now
+from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights, ScoredCandidate
+from kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    SECONDS_PER_DAY,
+    RetrievalWeights,
+    ScoredCandidate,
+)
 
 __all__ = ["candidate_columns", "rank_candidates", "timestamp_epoch"]
 
@@ -53,18 +59,37 @@ def timestamp_epoch(timestamp: object) -> float:
     return math.nan
 
 
-def candidate_columns(candidates: Sequence[MemoryCandidate]) -> CandidateColumns:
-    """Validated candidates as the columns ``rank_columns`` ranks (epochs from timestamps)."""
+def candidate_columns(
+    candidates: Sequence[MemoryCandidate], *, now: datetime | None = None
+) -> CandidateColumns:
+    """Validated candidates as the columns ``rank_columns`` ranks (epochs from timestamps).
+
+    When any candidate carries ``age_days``, the columns carry ages: those candidates' own, and
+    ``(now - epoch) / 86400`` for the rest (computed as ``rank_columns`` would, so the bits do
+    not change), which needs ``now``.
+    """
+    epochs = np.array([timestamp_epoch(c.timestamp) for c in candidates], dtype=np.float64)
+    ages: np.ndarray | None = None
+    given = [c.age_days for c in candidates]
+    if any(age is not None for age in given):
+        if now is None:
+            raise InvalidInputError("candidates that carry age_days need now for the others")
+        calendar = (require_zoned_now(now).timestamp() - epochs) / SECONDS_PER_DAY
+        ages = np.array(
+            [calendar[i] if age is None else age for i, age in enumerate(given)],
+            dtype=np.float64,
+        )
     return CandidateColumns(
         ids=[candidate.id for candidate in candidates],
         distances=np.array([c.distance for c in candidates], dtype=np.float64),
-        epochs=np.array([timestamp_epoch(c.timestamp) for c in candidates], dtype=np.float64),
+        epochs=epochs,
         significance=np.array([c.significance for c in candidates], dtype=np.float64),
         recall_counts=np.array(
             [min(c.recall_count, _MAX_COUNT) for c in candidates], dtype=np.int64
         ),
         episodes=np.array([c.episode for c in candidates], dtype=np.bool_),
         valences=np.array([c.emotional_valence for c in candidates], dtype=np.float64),
+        ages_days=ages,
     )
 
 
@@ -87,7 +112,7 @@ def rank_candidates(
     require_zoned_now(now)
     pool = tuple(candidates)
     ranked = rank_columns(
-        candidate_columns(pool),
+        candidate_columns(pool, now=now),
         now,
         mood_valence=mood_valence,
         limit=limit,

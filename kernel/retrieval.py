@@ -185,8 +185,15 @@ def score_candidate(
     *,
     weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
 ) -> ScoredCandidate:
-    """Score one candidate at ``now`` under a mood valence, keeping the breakdown."""
-    recency = recency_weight(candidate.timestamp, now, weights=weights)
+    """Score one candidate at ``now`` under a mood valence, keeping the breakdown.
+
+    A candidate carrying ``age_days`` (a retriever's time rule decided it) is aged by that.
+    """
+    if candidate.age_days is None:
+        recency = recency_weight(candidate.timestamp, now, weights=weights)
+    else:
+        require_zoned_now(now)
+        recency = _recency_from_days(candidate.age_days, weights)
     similarity = 1.0 - candidate.distance / 2.0
     salience = _salience(candidate.significance, candidate.recall_count, weights)
     bonus = weights.episode_bonus if candidate.episode else 0.0

@@ -685,3 +685,62 @@ def test_rank_columns_refuses_what_it_cannot_trust() -> None:
 def test_an_empty_pool_ranks_to_nothing() -> None:
     ranked = rank_columns(candidate_columns([]), NOW, limit=6)
     assert ranked.order == () and len(ranked.scores) == 0
+
+
+# ---------------------------------------------------------------- ages a retriever decided
+
+
+def _aged(ident: str, distance: float, stamp: str, age: float | None) -> MemoryCandidate:
+    return MemoryCandidate(id=ident, text="", distance=distance, timestamp=stamp, age_days=age)
+
+
+def test_a_candidates_own_age_replaces_its_calendar_age_on_every_path() -> None:
+    pool = [
+        _aged("old-but-current", 0.4, "2025-01-01T00:00:00Z", 0.0),
+        _aged("new-but-stale", 0.3, "2026-11-30T00:00:00Z", 90.0),
+        _aged("calendar", 0.5, "2026-11-01T00:00:00Z", None),
+    ]
+    fast_path = rank_candidates(pool, NOW, 0.0, 3)
+    reference = rank_candidates_reference(pool, NOW, 0.0, 3)
+    assert [item.candidate.id for item in fast_path] == [
+        "old-but-current",
+        "calendar",
+        "new-but-stale",
+    ]
+    assert [(i.candidate.id, i.score, i.recency) for i in fast_path] == [
+        (i.candidate.id, i.score, i.recency) for i in reference
+    ]
+    by_id = {item.candidate.id: item for item in fast_path}
+    assert by_id["old-but-current"].recency == 1.0
+    assert by_id["new-but-stale"].recency == DEFAULT_RETRIEVAL_WEIGHTS.recency_floor
+    # The candidate without an age is aged by the calendar, with the same bits as before.
+    plain = rank_candidates([pool[2]], NOW, 0.0, 1)[0]
+    assert by_id["calendar"].score == plain.score
+
+
+def test_columns_carry_ages_only_when_a_candidate_has_one() -> None:
+    calendar = candidate_columns([_aged("a", 0.1, "2026-11-01T00:00:00Z", None)])
+    assert calendar.ages_days is None
+    with pytest.raises(InvalidInputError, match="need now"):
+        candidate_columns([_aged("a", 0.1, "2026-11-01T00:00:00Z", 3.0)])
+    stamp = "2026-11-01T00:00:00Z"
+    aged = candidate_columns([_aged("a", 0.1, stamp, 3.0), _aged("b", 0.1, stamp, None)], now=NOW)
+    assert aged.ages_days is not None
+    assert aged.ages_days.tolist() == [3.0, (NOW.timestamp() - aged.epochs[1]) / DAY]
+    with pytest.raises(InvalidInputError, match="one value per id"):
+        CandidateColumns(
+            ids=["a"],
+            distances=aged.distances,
+            epochs=aged.epochs,
+            significance=aged.significance,
+            recall_counts=aged.recall_counts,
+            episodes=aged.episodes,
+            valences=aged.valences,
+            ages_days=np.zeros(2),
+        )
+
+
+def test_an_age_must_be_a_finite_number_of_days_not_negative() -> None:
+    for bad in (-1.0, math.inf, math.nan, True):
+        with pytest.raises(ValueError, match="age_days"):
+            MemoryCandidate(id="a", text="", distance=0.1, age_days=bad)

@@ -416,6 +416,40 @@ async def test_weights_must_be_retrieval_weights(store: SQLiteStateStore) -> Non
         engine_for(store, ScriptedModel(), weights={"episode_bonus": 0.5})
 
 
+class _WeightedRetriever(StaticRetriever):
+    """A retriever that prepares its candidates for weights of its own."""
+
+    ranking_weights = RetrievalWeights(episode_bonus=0.5)
+
+
+async def test_an_engine_without_weights_ranks_with_the_retrievers_and_tells_it_which(
+    store: SQLiteStateStore,
+) -> None:
+    near = candidate("near").model_copy(update={"distance": 0.1})
+    episode = candidate("episode").model_copy(update={"distance": 0.5, "episode": True})
+    retriever = _WeightedRetriever([near, episode])
+    model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
+    engine = engine_for(store, model, retriever=retriever)
+    assert engine.weights == _WeightedRetriever.ranking_weights
+    result = await engine.turn("remember?")
+    assert [m.candidate.id for m in result.memories] == ["episode", "near"]
+    assert retriever.requests[0].weights == _WeightedRetriever.ranking_weights
+    # Explicit weights win over the retriever's, and the retriever is told them.
+    explicit = engine_for(store, ScriptedModel(gates=[GateResult(should_retrieve=True)]),
+                          retriever=retriever, weights=DEFAULT_RETRIEVAL_WEIGHTS)  # fmt: skip
+    assert explicit.weights == DEFAULT_RETRIEVAL_WEIGHTS
+    await explicit.turn("remember?")
+    assert retriever.requests[1].weights == DEFAULT_RETRIEVAL_WEIGHTS
+    assert engine_for(store, ScriptedModel()).weights == DEFAULT_RETRIEVAL_WEIGHTS
+
+
+async def test_a_retrievers_weights_must_be_retrieval_weights(store: SQLiteStateStore) -> None:
+    retriever = StaticRetriever([])
+    retriever.ranking_weights = {"episode_bonus": 0.5}  # type: ignore[attr-defined]
+    with pytest.raises(InvalidInputError, match=r"retriever\.ranking_weights must be"):
+        engine_for(store, ScriptedModel(), retriever=retriever)
+
+
 async def test_a_reply_without_text_commits_the_state_and_only_the_user_message(
     store: SQLiteStateStore,
 ) -> None:
