@@ -17,6 +17,7 @@ full docstring of its contract.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -73,6 +74,7 @@ from plugin.memory.results import (
 from plugin.memory.retriever import UserRetriever
 from plugin.memory.rows import StoredRows, records_of, rows_of
 from plugin.memory.timestamps import normalize_timestamp
+from plugin.memory.worker import StoreWorker
 from plugin.memory.writes import BatchWriter, chunks
 from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
 
@@ -124,6 +126,7 @@ class ChromaMemory:
         )
         self._observer = observer
         self._closed = False
+        self._worker = StoreWorker(self._location.describe())
         self._collections = UserCollections(
             self._location,
             self._prefix,
@@ -465,11 +468,36 @@ class ChromaMemory:
             collections=len(collections),
         )
 
+    # ------------------------------------------------------------------ async
+
+    async def arecall(self, query: str, user_id: str, **options: Any) -> RecallResult:
+        """``recall`` for an event loop: the same result, computed in the store's worker thread
+        while the loop runs on (``plugin.memory.worker``); takes ``recall``'s keywords."""
+        return await self._worker.run(functools.partial(self.recall, query, user_id, **options))
+
+    async def aadd(
+        self, records: Iterable[MemoryRecord | Mapping[str, Any]], *, progress: bool | None = False
+    ) -> WriteReport:
+        """``add`` for an event loop, in the store's worker thread (validated whole first).
+
+        An embedded store's Chroma writes keep the GIL, so the loop pauses for each written
+        chunk (about 0.5 s per 512 new records); embedding and a server's writes do not."""
+        batch = list(records) if not isinstance(records, Mapping | str) else records
+        return await self._worker.run(functools.partial(self.add, batch, progress=progress))
+
+    async def aforget(self, ids: Iterable[str], *, user_id: str) -> tuple[str, ...]:
+        """``forget`` for an event loop, in the store's worker thread."""
+        wanted = list(ids) if not isinstance(ids, str) else ids
+        return await self._worker.run(functools.partial(self.forget, wanted, user_id=user_id))
+
     # ------------------------------------------------------------------ lifetime
 
     def close(self) -> None:
-        """Release the Chroma client and the embedded store's lock; safe to call twice."""
+        """Release the Chroma client and the embedded store's lock; safe to call twice.
+
+        Async calls already handed to the worker thread finish first."""
         if not self._closed:
+            self._worker.close()
             self._closed = True
             try:
                 self._collections.close()
