@@ -22,6 +22,7 @@ if _typing.TYPE_CHECKING:
         MalformedGateReplyError,
         MalformedResponseError,
         MalformedStreamError,
+        MigrationError,
         MissingExtraError,
         ModelAdapterError,
         ModelConnectionError,
@@ -54,6 +55,7 @@ if _typing.TYPE_CHECKING:
         GateParams,
     )
     from plugin.integrations.langchain import AffectMemoryRetriever
+    from plugin.memory.adopt import AdoptedCollection, FieldMapping
     from plugin.memory.collections import (
         DEFAULT_HNSW,
         HnswParams,
@@ -64,6 +66,7 @@ if _typing.TYPE_CHECKING:
         MemoryWritePolicy,
         ReplayReport,
     )
+    from plugin.memory.migrate import MigrationReport, migrate_store
     from plugin.memory.records import MemoryRecord
     from plugin.memory.results import (
         MemoryStats,
@@ -93,6 +96,7 @@ _EXPORTS = {
     "DEFAULT_GATE_PARAMS": "plugin.gate.params",
     "DEFAULT_HNSW": "plugin.memory.collections",
     "DEFAULT_RETRIEVAL_RULE": "plugin.gate.cues",
+    "AdoptedCollection": "plugin.memory.adopt",
     "AffectMemoryRetriever": "plugin.integrations.langchain",
     "ChatConfigError": "plugin.errors",
     "ChromaMemory": "plugin.memory.store",
@@ -102,6 +106,7 @@ _EXPORTS = {
     "EmbeddingIntentGate": "plugin.gate.classifier",
     "EvaluationReport": "plugin.gate.evaluation",
     "ExemplarError": "plugin.errors",
+    "FieldMapping": "plugin.memory.adopt",
     "GateParams": "plugin.gate.params",
     "GateUnavailableError": "plugin.errors",
     "HnswParams": "plugin.memory.collections",
@@ -117,6 +122,8 @@ _EXPORTS = {
     "MemoryStats": "plugin.memory.results",
     "MemoryTurnEffects": "plugin.memory.effects",
     "MemoryWritePolicy": "plugin.memory.effects",
+    "MigrationError": "plugin.errors",
+    "MigrationReport": "plugin.memory.migrate",
     "MissingExtraError": "plugin.errors",
     "ModelAdapterError": "plugin.errors",
     "ModelConnectionError": "plugin.errors",
@@ -147,6 +154,7 @@ _EXPORTS = {
     "__version__": "kernel",
     "default_embedder": "plugin.models.embeddings",
     "load_exemplars": "plugin.gate.exemplars",
+    "migrate_store": "plugin.memory.migrate",
     "open_state_store": "plugin.state.location",
 }
 """Every public name and the module that defines it, imported when first used."""
@@ -173,6 +181,7 @@ __all__ = [
     "DEFAULT_GATE_PARAMS",
     "DEFAULT_HNSW",
     "DEFAULT_RETRIEVAL_RULE",
+    "AdoptedCollection",
     "AffectMemoryRetriever",
     "ChatConfigError",
     "ChromaMemory",
@@ -182,6 +191,7 @@ __all__ = [
     "EmbeddingIntentGate",
     "EvaluationReport",
     "ExemplarError",
+    "FieldMapping",
     "GateParams",
     "GateUnavailableError",
     "HnswParams",
@@ -197,6 +207,8 @@ __all__ = [
     "MemoryStats",
     "MemoryTurnEffects",
     "MemoryWritePolicy",
+    "MigrationError",
+    "MigrationReport",
     "MissingExtraError",
     "ModelAdapterError",
     "ModelConnectionError",
@@ -227,5 +239,6 @@ __all__ = [
     "__version__",
     "default_embedder",
     "load_exemplars",
+    "migrate_store",
     "open_state_store",
 ]

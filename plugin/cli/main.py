@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "forget",
     "stats",
     "migrate",
+    "adopt",
     "classify",
     "mcp",
     "chat",

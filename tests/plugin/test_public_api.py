@@ -18,6 +18,7 @@ import plugin
 ROOT = Path(__file__).resolve().parents[2]
 
 PUBLIC = [
+    "AdoptedCollection",
     "AffectMemoryRetriever",
     "ChatConfigError",
     "ChromaMemory",
@@ -30,6 +31,7 @@ PUBLIC = [
     "EmbeddingIntentGate",
     "EvaluationReport",
     "ExemplarError",
+    "FieldMapping",
     "GateParams",
     "GateUnavailableError",
     "HnswParams",
@@ -45,6 +47,8 @@ PUBLIC = [
     "MemoryStats",
     "MemoryTurnEffects",
     "MemoryWritePolicy",
+    "MigrationError",
+    "MigrationReport",
     "MissingExtraError",
     "ModelAdapterError",
     "ModelConnectionError",
@@ -75,6 +79,7 @@ PUBLIC = [
     "__version__",
     "default_embedder",
     "load_exemplars",
+    "migrate_store",
     "open_state_store",
 ]
 """The pinned public API, sorted; change it here and in plugin/__init__.py together."""
