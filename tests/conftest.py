@@ -15,3 +15,10 @@ if not os.environ.get("AFFECT_MEMORY_CACHE"):
     _cache = tempfile.mkdtemp(prefix="affect-memory-test-cache-")
     os.environ["AFFECT_MEMORY_CACHE"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+if not os.environ.get("AFFECT_MEMORY_HOME"):
+    # The default data directory (where a Chroma server's default memory index lives), never
+    # the working directory's ./.affect-memory.
+    _home = tempfile.mkdtemp(prefix="affect-memory-test-home-")
+    os.environ["AFFECT_MEMORY_HOME"] = _home
+    atexit.register(shutil.rmtree, _home, ignore_errors=True)

@@ -116,11 +116,14 @@ def with_schema(url: str, schema: str) -> str:
 
 
 @contextmanager
-def bench_schema(url: str, *, prefix: str, source: str = "--state") -> Iterator[str]:
+def bench_schema(
+    url: str, *, prefix: str, source: str = "--state", store: bool = True
+) -> Iterator[str]:
     """The state URL of a schema for one run on the PostgreSQL server ``url`` names.
 
     The URL's own ``?schema=`` is used if it gives one, else a fresh ``PREFIX_<hex>``; the
     schema must hold no conversations yet, and one the run created is dropped afterwards.
+    ``store=False`` only names a fresh schema (for something else to create) and drops it.
     """
     location = parse_state_url(url, source=source)
     if location.kind != "postgresql":
@@ -130,15 +133,17 @@ def bench_schema(url: str, *, prefix: str, source: str = "--state") -> Iterator[
         )
     import psycopg
 
-    named = location.options.get("schema")
+    named = location.options.get("schema") if store else None
     schema = str(named) if named else f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
-    store_url = url if named else with_schema(url, schema)
+    base = location.target if not store else url
+    store_url = url if named else with_schema(base, schema)
     existed = _schema_exists(location, schema)
     try:
         from plugin.state.location import open_state_store
 
-        open_state_store(store_url, source=source).close()  # migrate, or refuse its version
-        if existed and _count(location, f'SELECT count(*) FROM "{schema}".conversations'):
+        if store:
+            open_state_store(store_url, source=source).close()  # migrate, or refuse a version
+        if store and existed and _count(location, f'SELECT count(*) FROM "{schema}".conversations'):
             raise InvalidInputError(
                 f"{source}: schema {schema!r} already holds conversations; a benchmark needs a "
                 "new or empty schema"
