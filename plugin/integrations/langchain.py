@@ -20,7 +20,7 @@ from kernel.errors import InvalidInputError, shown
 from plugin.errors import MissingExtraError, TimestampError
 from plugin.memory.problems import explain_error, problems_message
 from plugin.memory.records import check_identifier
-from plugin.memory.results import DEFAULT_CANDIDATES, MAX_CANDIDATES
+from plugin.memory.results import DEFAULT_CANDIDATES, MAX_CANDIDATES, MAX_TOP_K
 from plugin.memory.store import ChromaMemory
 from plugin.memory.timestamps import normalize_timestamp
 
@@ -43,10 +43,10 @@ _IGNORED_OPTIONS = ("verbose",)
 """Options LangChain itself leaves in ``invoke``'s keyword arguments."""
 
 
-def _count(value: object) -> int:
+def _count(value: object, most: int = MAX_TOP_K) -> int:
     count = check_int(value, 1)
-    if count > MAX_CANDIDATES:
-        raise ValueError(f"must be between 1 and {MAX_CANDIDATES}, got {shown(value)}")
+    if count > most:
+        raise ValueError(f"must be between 1 and {most}, got {shown(value)}")
     return count
 
 
@@ -81,10 +81,15 @@ class AffectMemoryRetriever(BaseRetriever):
         except ValueError as error:
             raise ValueError(f"{error} (recall is per user)") from None
 
-    @field_validator("top_k", "candidates", mode="before")
+    @field_validator("top_k", mode="before")
     @classmethod
     def _check_count(cls, value: object) -> int:
         return _count(value)
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _check_candidates(cls, value: object) -> int:
+        return _count(value, MAX_CANDIDATES)
 
     @field_validator("mood_valence", mode="before")
     @classmethod

@@ -1,20 +1,94 @@
 """Recall's ranking: stored rows through the kernel's one ranking path, out as ``RecallHit``s.
 
 The rows' columns go to ``kernel.batch.rank_columns`` as they are, the path an engine turn's
-candidates take too (ages from the epoch stored beside each timestamp), so a recall and a turn
-over the same memories give the same bits.
+candidates take too, so a recall and a turn over the same memories give the same bits.
+``rank_rows`` ranks rows as Chroma returned them, aged by the calendar (the dense recall);
+``explained_hits`` turns a hybrid ranking (``plugin.memory.hybrid``) into hits that carry
+what each similarity was made of and why each memory was aged as it was.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from kernel.batch import rank_columns
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.memory.results import RecallHit
+import numpy as np
+import numpy.typing as npt
+
+from kernel.batch import RankedColumns, rank_columns
+from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, SECONDS_PER_DAY, RetrievalWeights
+from plugin.memory.results import RecallHit, Relevance
 from plugin.memory.rows import StoredRows
 
-__all__ = ["rank_rows"]
+__all__ = ["CALENDAR_RULE", "Explanation", "explained_hits", "rank_rows"]
+
+FloatArray = npt.NDArray[np.float64]
+
+CALENDAR_RULE = "calendar age: days from the memory to now (dense recall)"
+"""The time rule line of the dense recall, which ages every memory by the calendar."""
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Per ranked row (aligned with the rows): what its similarity and its age came from."""
+
+    cosine: FloatArray
+    ages: FloatArray
+    calendar_ages: FloatArray
+    reasons: list[str]
+    last_recalled: FloatArray
+    """Epoch seconds of each row's last recall, NaN when never."""
+    dense: FloatArray | None = None
+    bm25: FloatArray | None = None
+    lexical: FloatArray | None = None
+    fused: FloatArray | None = None
+
+
+def _part(values: FloatArray | None, index: int) -> float | None:
+    return None if values is None else float(values[index])
+
+
+def _moment(epoch: float) -> str | None:
+    if math.isnan(epoch):
+        return None
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")
+
+
+def explained_hits(
+    rows: StoredRows, ranked: RankedColumns, explanation: Explanation
+) -> tuple[RecallHit, ...]:
+    """The ranked rows as hits, best first, each with its score breakdown and explanation."""
+    columns, scores = rows.columns, ranked.scores
+    return tuple(
+        RecallHit(
+            id=columns.ids[i],
+            text=rows.texts[i],
+            score=float(scores.score[i]),
+            distance=1.0 - float(explanation.cosine[i]),
+            similarity=float(scores.similarity[i]),
+            recency=float(scores.recency[i]),
+            salience=float(scores.salience[i]),
+            congruence=float(scores.congruence[i]),
+            episode=float(scores.episode_bonus[i]),
+            timestamp=rows.timestamps[i],
+            significance=float(columns.significance[i]),
+            recall_count=int(columns.recall_counts[i]),
+            emotional_valence=float(columns.valences[i]),
+            relevance=Relevance(
+                cosine=float(explanation.cosine[i]),
+                dense=_part(explanation.dense, i),
+                bm25=_part(explanation.bm25, i),
+                lexical=_part(explanation.lexical, i),
+                fused=_part(explanation.fused, i),
+            ),
+            age_days=float(explanation.ages[i]),
+            calendar_age_days=float(explanation.calendar_ages[i]),
+            time_rule=explanation.reasons[i],
+            last_recalled_at=_moment(float(explanation.last_recalled[i])),
+        )
+        for i in ranked.order
+    )
 
 
 def rank_rows(
@@ -26,7 +100,8 @@ def rank_rows(
     congruence_on: bool = True,
     weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
 ) -> tuple[RecallHit, ...]:
-    """The best ``limit`` of ``rows`` at ``now`` under a mood, each with its score breakdown."""
+    """The best ``limit`` of ``rows`` (as Chroma returned them) at ``now`` under a mood, aged
+    by the calendar, each with its score breakdown."""
     if not len(rows):
         return ()
     columns = rows.columns
@@ -38,27 +113,12 @@ def rank_rows(
         congruence_on=congruence_on,
         weights=weights,
     )
-    scores = ranked.scores
-    score, similarity = scores.score.tolist(), scores.similarity.tolist()
-    recency, salience = scores.recency.tolist(), scores.salience.tolist()
-    congruence, bonus = scores.congruence.tolist(), scores.episode_bonus.tolist()
-    distance, significance = columns.distances.tolist(), columns.significance.tolist()
-    counts, valences = columns.recall_counts.tolist(), columns.valences.tolist()
-    return tuple(
-        RecallHit(
-            id=columns.ids[i],
-            text=rows.texts[i],
-            score=score[i],
-            distance=distance[i],
-            similarity=similarity[i],
-            recency=recency[i],
-            salience=salience[i],
-            congruence=congruence[i],
-            episode=bonus[i],
-            timestamp=rows.timestamps[i],
-            significance=significance[i],
-            recall_count=counts[i],
-            emotional_valence=valences[i],
-        )
-        for i in ranked.order
+    calendar = (now.timestamp() - columns.epochs) / SECONDS_PER_DAY
+    explanation = Explanation(
+        cosine=1.0 - columns.distances,
+        ages=calendar,
+        calendar_ages=calendar,
+        reasons=[CALENDAR_RULE] * len(rows),
+        last_recalled=np.full(len(rows), np.nan),
     )
+    return explained_hits(rows, ranked, explanation)

@@ -20,11 +20,13 @@ from plugin.memory.records import check_identifier, check_text
 __all__ = [
     "DEFAULT_CANDIDATES",
     "MAX_CANDIDATES",
+    "MAX_TOP_K",
     "RECALL_MANY_TOLERANCE",
     "MemoryStats",
     "RecallHit",
     "RecallQuery",
     "RecallResult",
+    "Relevance",
     "TurnWriteReport",
     "WriteReport",
     "check_candidates",
@@ -37,11 +39,14 @@ __all__ = [
     "recall_query_problems",
 ]
 
-DEFAULT_CANDIDATES = 32
-"""Rows fetched from Chroma per query before kernel reranking."""
+DEFAULT_CANDIDATES = 192
+"""Chroma's nearest memories a recall adds to each query's pool (``RecallSettings``)."""
 
-MAX_CANDIDATES = 64
-"""Most rows fetched per query; reranking more would mostly reorder noise."""
+MAX_CANDIDATES = 1024
+"""Most of Chroma's nearest memories one query's pool takes."""
+
+MAX_TOP_K = 64
+"""Most ranked memories one recall returns."""
 
 RECALL_MANY_TOLERANCE = 1e-6
 """``recall_many`` scores agree with one ``recall`` per query within this (absolute).
@@ -89,7 +94,7 @@ def check_ids(ids: Iterable[object], what: str = "ids") -> list[str]:
 
 
 def check_candidates(candidates: object) -> int:
-    """How many rows to fetch from Chroma: an int from 1 to 64."""
+    """How many of Chroma's nearest memories a query's pool takes: an int from 1 to 1,024."""
     try:
         n = check_int(candidates, 1)
     except ValueError as error:
@@ -107,8 +112,8 @@ def check_top_k(top_k: object) -> int:
         k = check_int(top_k, 1)
     except ValueError as error:
         raise InvalidInputError(f"top_k {error}") from None
-    if k > MAX_CANDIDATES:
-        raise InvalidInputError(f"top_k must be <= {MAX_CANDIDATES}, got {shown(k)}")
+    if k > MAX_TOP_K:
+        raise InvalidInputError(f"top_k must be <= {MAX_TOP_K}, got {shown(k)}")
     return k
 
 
@@ -167,8 +172,44 @@ def parse_recall_query(value: object, *, where: str | None = "query") -> RecallQ
 
 
 @dataclass(frozen=True, slots=True)
+class Relevance:
+    """What a hit's similarity was made of: its lexical and dense match with the query.
+
+    A part the ranking did not use is None: a current-state question ignores word overlap,
+    so it has no BM25, lexical or fused part, and the dense recall has only the cosine.
+    """
+
+    cosine: float
+    """Cosine similarity of the memory and the query (``1 - distance``)."""
+    dense: float | None = None
+    """The cosine scaled over the query's pool to [0, 1]."""
+    bm25: float | None = None
+    """The lexical index's BM25 score (0 when the lexical search did not return it)."""
+    lexical: float | None = None
+    """BM25 scaled over the pool to [0, 1]."""
+    fused: float | None = None
+    """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The parts as a JSON object."""
+        return {
+            "fused": self.fused,
+            "lexical": self.lexical,
+            "dense": self.dense,
+            "bm25": self.bm25,
+            "cosine": self.cosine,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class RecallHit:
-    """One ranked memory with every factor of its score."""
+    """One ranked memory with every factor of its score and why it is aged as it is.
+
+    ``score = (similarity * recency * salience + episode) * congruence``. ``distance`` is the
+    memory's cosine distance to the query as Chroma measures it; ``similarity`` is the
+    relevance the kernel scored (see ``relevance``), and ``recency`` comes from ``age_days``,
+    the age the query's time rule gave the memory (``time_rule`` says why).
+    """
 
     id: str
     text: str
@@ -183,7 +224,17 @@ class RecallHit:
     timestamp: str | None
     significance: float
     recall_count: int
+    """Times a committed turn surfaced this memory (the index's count)."""
     emotional_valence: float
+    relevance: Relevance | None = None
+    age_days: float | None = None
+    """The age recency was scored at, in days."""
+    calendar_age_days: float | None = None
+    """Days from the memory's timestamp to the recall's ``now``."""
+    time_rule: str = ""
+    """One line: which time rule the query got and what it made of this memory."""
+    last_recalled_at: str | None = None
+    """When a committed turn last surfaced this memory (UTC ISO), or None."""
 
     def to_json(self) -> dict[str, Any]:
         """The hit as a JSON object, in the documented key order."""
@@ -201,6 +252,11 @@ class RecallHit:
             "significance": self.significance,
             "recall_count": self.recall_count,
             "emotional_valence": self.emotional_valence,
+            "relevance": None if self.relevance is None else self.relevance.to_json(),
+            "age_days": self.age_days,
+            "calendar_age_days": self.calendar_age_days,
+            "time_rule": self.time_rule,
+            "last_recalled_at": self.last_recalled_at,
         }
 
 

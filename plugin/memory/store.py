@@ -33,7 +33,7 @@ from kernel.engine import StageObserver
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from kernel.protocols import RetrievalInput
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from kernel.retrieval import RetrievalWeights
 from plugin.errors import StoreError
 from plugin.memory import turn_writes
 from plugin.memory.batches import validate_records
@@ -44,6 +44,7 @@ from plugin.memory.collections import (
     configured_hnsw,
     recorded_embedder,
 )
+from plugin.memory.hybrid import HybridRecall, RankedQuery
 from plugin.memory.index.memory_index import MemoryIndex
 from plugin.memory.index.opening import open_backend, resolve_index
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
@@ -54,11 +55,9 @@ from plugin.memory.location import (
     parse_location,
 )
 from plugin.memory.problems import problems_message
-from plugin.memory.ranking import rank_rows
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import (
-    DEFAULT_CANDIDATES,
-    MAX_CANDIDATES,
+    MAX_TOP_K,
     MemoryStats,
     RecallQuery,
     RecallResult,
@@ -73,6 +72,7 @@ from plugin.memory.results import (
 )
 from plugin.memory.retriever import UserRetriever
 from plugin.memory.rows import StoredRows, records_of, rows_of
+from plugin.memory.settings import RecallSettings, resolve_settings
 from plugin.memory.timestamps import normalize_timestamp
 from plugin.memory.worker import StoreWorker
 from plugin.memory.writes import BatchWriter, chunks
@@ -80,8 +80,9 @@ from plugin.models.embeddings import Embedder, check_embeddings, default_embedde
 
 __all__ = ["QUERY_STAGES", "ChromaMemory"]
 
-QUERY_STAGES = ("chroma_query",)
-"""Stage names a ``ChromaMemory`` observer sees: the time of each Chroma query, in seconds."""
+QUERY_STAGES = ("chroma_query", "lexical_search", "chroma_get")
+"""Stage names a ``ChromaMemory`` observer sees, each with its duration in seconds: a Chroma
+query, a lexical search of the index, a Chroma read of rows by id."""
 
 
 class ChromaMemory:
@@ -154,6 +155,7 @@ class ChromaMemory:
         self._writer = BatchWriter(
             self._collections, self._embedder, self._index, progress=progress
         )
+        self._hybrid: HybridRecall | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -265,9 +267,10 @@ class ChromaMemory:
         return rows_of(result, user_id)
 
     def candidates(
-        self, query: str, user_id: str, *, candidates: int = DEFAULT_CANDIDATES
+        self, query: str, user_id: str, *, candidates: int = 32
     ) -> tuple[MemoryCandidate, ...]:
-        """The unranked nearest memories of one user, in Chroma distance order."""
+        """The unranked nearest memories of one user by cosine, in Chroma distance order
+        (plain vector search; ``recall`` and ``retrieve`` rank a hybrid pool)."""
         try:
             query = check_query(query)
         except ValueError as error:
@@ -276,17 +279,109 @@ class ChromaMemory:
         n = check_candidates(candidates)
         return tuple(self.query_rows(self._embed_queries([query]), user_id, n)[0].candidates())
 
+    def _ranked(
+        self,
+        user_id: str,
+        queries: Sequence[str],
+        moods: Sequence[float],
+        *,
+        now: datetime,
+        top_k: int,
+        settings: RecallSettings,
+        weights: RetrievalWeights | None = None,
+        congruence_on: bool = True,
+        whole_pool: bool = False,
+    ) -> list[RankedQuery]:
+        """The one read path of recall and of the engine's retriever (``plugin.memory.hybrid``)."""
+        if self._hybrid is None:
+            self._hybrid = HybridRecall(self._collections, self.index, observer=self._observer)
+        return self._hybrid.rank(
+            user_id,
+            queries,
+            self._embed_queries(queries),
+            now=now,
+            moods=moods,
+            top_k=top_k,
+            settings=settings,
+            weights=weights,
+            congruence_on=congruence_on,
+            whole_pool=whole_pool,
+        )
+
+    def pool_candidates(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        mood_valence: float = 0.0,
+        now: str | datetime | float | None = None,
+        settings: RecallSettings | None = None,
+    ) -> tuple[MemoryCandidate, ...]:
+        """Every member of the query's recall pool, prepared for the kernel as recall scores
+        it (see ``prepared_candidates``), best first: what weight fitting and pool coverage
+        need. Read-only."""
+        problems: list[str] = []
+        checked = collect_recall_queries(
+            [({"query": query, "user_id": user_id, "mood_valence": mood_valence}, None)],
+            problems,
+        )
+        if problems:
+            raise InvalidInputError(problems_message(problems))
+        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        ranked = self._ranked(
+            checked[0].user_id,
+            [checked[0].query],
+            [checked[0].mood_valence],
+            now=moment,
+            top_k=1,
+            settings=resolve_settings(settings),
+            whole_pool=True,
+        )
+        return ranked[0].candidates()
+
+    def prepared_candidates(
+        self,
+        request: RetrievalInput,
+        user_id: str,
+        *,
+        settings: RecallSettings | None = None,
+    ) -> tuple[MemoryCandidate, ...]:
+        """The ``request.limit`` best of ``user_id``'s memories for an engine turn, as the
+        kernel candidates recall scored them (its distance, the rule's ``age_days``, the
+        index's recall count), so the engine's ranking of them is recall's; ranked with
+        ``request.weights`` when given, else the settings' weights."""
+        user_id = check_user(user_id)
+        settings = resolve_settings(settings)
+        moment = normalize_timestamp(request.now, field="now").moment
+        try:
+            query = check_query(request.query)
+        except ValueError as error:
+            raise InvalidInputError(f"query {error}") from None
+        ranked = self._ranked(
+            user_id,
+            [query],
+            [request.state.mood.valence],
+            now=moment,
+            top_k=min(MAX_TOP_K, request.limit),
+            settings=settings,
+            weights=request.weights,
+        )
+        return ranked[0].candidates()
+
     async def retrieve(
         self,
         request: RetrievalInput,
         *,
         user_id: str | None = None,
-        candidates: int = DEFAULT_CANDIDATES,
+        candidates: int | None = None,
+        settings: RecallSettings | None = None,
     ) -> tuple[MemoryCandidate, ...]:
         """Candidates for an engine request from ``user_id``'s memories; unscoped is refused.
 
-        Fetches ``max(candidates, request.limit)`` rows, at most 64; embedding and the query
-        run in a worker thread so the event loop keeps serving other conversations.
+        The ``request.limit`` best (at most 64) of the recall pool, prepared as
+        ``prepared_candidates`` says; ``candidates`` sets the dense pool size. Embedding and
+        the queries run in a worker thread so the event loop keeps serving other
+        conversations.
         """
         if user_id is None:
             raise InvalidInputError(
@@ -294,12 +389,22 @@ class ChromaMemory:
                 "memory.retriever_for(user_id)"
             )
         user_id = check_user(user_id)
-        n = min(MAX_CANDIDATES, max(check_candidates(candidates), request.limit))
-        return await asyncio.to_thread(self.candidates, request.query, user_id, candidates=n)
+        resolved = resolve_settings(settings, candidates=candidates)
+        return await asyncio.to_thread(
+            self.prepared_candidates, request, user_id, settings=resolved
+        )
 
-    def retriever_for(self, user_id: str, *, candidates: int = DEFAULT_CANDIDATES) -> UserRetriever:
-        """A ``MemoryRetriever`` that only ever reads ``user_id``'s memories."""
-        return UserRetriever(self, user_id, candidates=candidates)
+    def retriever_for(
+        self,
+        user_id: str,
+        *,
+        candidates: int | None = None,
+        settings: RecallSettings | None = None,
+    ) -> UserRetriever:
+        """A ``MemoryRetriever`` that only ever reads ``user_id``'s memories, ranked as
+        ``recall`` ranks them with these settings."""
+        resolved = resolve_settings(settings, candidates=candidates)
+        return UserRetriever(self, user_id, settings=resolved)
 
     def recall(
         self,
@@ -309,11 +414,18 @@ class ChromaMemory:
         mood_valence: float = 0.0,
         now: str | datetime | float | None = None,
         top_k: int = 6,
-        candidates: int = DEFAULT_CANDIDATES,
+        candidates: int | None = None,
         congruence_on: bool = True,
-        weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+        weights: RetrievalWeights | None = None,
+        settings: RecallSettings | None = None,
     ) -> RecallResult:
-        """Retrieve and rerank with the kernel; every hit keeps its score breakdown. Read-only."""
+        """Retrieve and rerank with the kernel; every hit keeps its score breakdown. Read-only.
+
+        ``settings`` (default ``DEFAULT_RECALL_SETTINGS``) build the pool and rank it;
+        ``candidates`` (the dense pool size) and ``weights`` replace theirs when given. The
+        dense search always fetches at least ``top_k`` memories, so ``top_k`` above
+        ``candidates`` widens it rather than returning fewer.
+        """
         return self.recall_many(
             [{"query": query, "user_id": user_id, "mood_valence": mood_valence}],
             now=now,
@@ -321,6 +433,7 @@ class ChromaMemory:
             candidates=candidates,
             congruence_on=congruence_on,
             weights=weights,
+            settings=settings,
         )[0]
 
     def recall_many(
@@ -329,9 +442,10 @@ class ChromaMemory:
         *,
         now: str | datetime | float | None = None,
         top_k: int = 6,
-        candidates: int = DEFAULT_CANDIDATES,
+        candidates: int | None = None,
         congruence_on: bool = True,
-        weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+        weights: RetrievalWeights | None = None,
+        settings: RecallSettings | None = None,
     ) -> list[RecallResult]:
         """Recall for many queries: one embedding batch, one Chroma query per user. Read-only.
 
@@ -356,34 +470,34 @@ class ChromaMemory:
             raise InvalidInputError(problems_message(problems))
         moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
         top_k = check_top_k(top_k)
-        n = max(check_candidates(candidates), top_k)
+        resolved = resolve_settings(settings, candidates=candidates, weights=weights)
+        if not isinstance(congruence_on, bool):
+            raise InvalidInputError(f"congruence_on must be a bool, got {congruence_on!r}")
         if not checked:
             return []
-        vectors = self._embed_queries([query.query for query in checked])
         by_user: dict[str, list[int]] = {}
         for index, query in enumerate(checked):
             by_user.setdefault(query.user_id, []).append(index)
-        found_rows: dict[int, StoredRows] = {}
+        found: dict[int, RankedQuery] = {}
         for user_id, indices in by_user.items():
-            for index, rows in zip(
-                indices, self.query_rows(vectors[indices], user_id, n), strict=True
-            ):
-                found_rows[index] = rows
+            ranked = self._ranked(
+                user_id,
+                [checked[index].query for index in indices],
+                [checked[index].mood_valence for index in indices],
+                now=moment,
+                top_k=top_k,
+                settings=resolved,
+                congruence_on=congruence_on,
+            )
+            found.update(zip(indices, ranked, strict=True))
         stamp = moment.astimezone(UTC).isoformat(timespec="microseconds")
         return [
             RecallResult(
                 query.query,
                 query.user_id,
                 stamp,
-                rank_rows(
-                    found_rows[index],
-                    moment,
-                    mood_valence=query.mood_valence,
-                    limit=top_k,
-                    congruence_on=congruence_on,
-                    weights=weights,
-                ),
-                found_rows[index].skipped,
+                found[index].hits(),
+                found[index].rows.skipped,
             )
             for index, query in enumerate(checked)
         ]

@@ -37,7 +37,8 @@ from plugin.errors import (
 )
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.records import MemoryRecord
-from plugin.memory.results import MAX_CANDIDATES, WriteReport
+from plugin.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
+from plugin.memory.settings import DENSE_RECALL, RECALL_WEIGHTS, RecallSettings
 from plugin.memory.store import ChromaMemory
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
@@ -222,7 +223,7 @@ class MemoryContract:
         for user in users:
             own = {f"{user.strip()}-{len(user)}-{topic}" for topic in ("home", "work", "trip")}
             result = memory.recall(
-                "Where do I live?", user, top_k=MAX_CANDIDATES, candidates=MAX_CANDIDATES
+                "Where do I live?", user, top_k=MAX_TOP_K, candidates=MAX_CANDIDATES
             )
             assert {hit.id for hit in result.results} == own
             candidates = asyncio.run(memory.retriever_for(user).retrieve(request("Oslo", 64)))
@@ -247,16 +248,22 @@ class MemoryContract:
         assert asyncio.run(memory.retriever_for("nobody").retrieve(request("bees"))) == ()
         assert memory.count("nobody") == 0 and memory.recall_many([], now=REFERENCE) == []
 
-    def test_the_retriever_satisfies_the_kernel_protocol_and_over_fetches(
+    def test_the_retriever_satisfies_the_kernel_protocol_and_returns_the_requests_best(
         self, memory: ChromaMemory
     ) -> None:
-        memory.add([record(f"m{i}", f"my note number {i} about the garden") for i in range(40)])
+        memory.add([record(f"m{i}", f"my note number {i} about the garden") for i in range(80)])
         retriever = memory.retriever_for("ann", candidates=8)
         assert isinstance(retriever, MemoryRetriever)
-        assert len(asyncio.run(retriever.retrieve(request("garden", limit=4)))) == 8
+        assert retriever.ranking_weights == RECALL_WEIGHTS
+        four = asyncio.run(retriever.retrieve(request("garden", limit=4)))
+        assert len(four) == 4 and all(c.age_days is not None for c in four)
         assert len(asyncio.run(retriever.retrieve(request("garden", limit=20)))) == 20
-        assert len(asyncio.run(memory.retrieve(request("garden", 4), user_id="ann"))) == 32
-        assert len(asyncio.run(retriever.retrieve(request("garden", limit=500)))) == 40
+        assert len(asyncio.run(memory.retrieve(request("garden", 4), user_id="ann"))) == 4
+        # At most the engine's 64, whatever the request asks for.
+        assert len(asyncio.run(retriever.retrieve(request("garden", limit=500)))) == 64
+        best = asyncio.run(memory.retrieve(request("garden", 10), user_id="ann"))
+        recalled = memory.recall("garden", "ann", now=REFERENCE, top_k=10)
+        assert [c.id for c in best] == [hit.id for hit in recalled.results]
 
     def test_candidates_carry_canonical_timestamps_and_valid_distances(
         self, memory: ChromaMemory
@@ -301,7 +308,15 @@ class MemoryContract:
         for hit in result.results:
             expected = (hit.similarity * hit.recency * hit.salience + hit.episode) * hit.congruence
             assert hit.score == pytest.approx(expected, rel=1e-12)
-            assert hit.similarity == pytest.approx(1 - hit.distance / 2, rel=1e-12)
+            assert hit.relevance is not None
+            assert hit.relevance.cosine == pytest.approx(1 - hit.distance, abs=1e-12)
+            # A current-state question: the similarity is the cosine itself, word overlap is
+            # ignored, and memories age from the user's newest one at a 120-day horizon.
+            assert hit.similarity == pytest.approx(max(0.0, hit.relevance.cosine), abs=1e-12)
+            assert (hit.relevance.bm25, hit.relevance.fused) == (None, None)
+            assert hit.age_days is not None and hit.calendar_age_days is not None
+            assert hit.recency == pytest.approx(min(1.0, max(0.1, 1 - hit.age_days / 120)))
+            assert hit.time_rule.startswith("current-state query (about the user ('i')")
             assert list(hit.to_json()) == list(RECALL_RESULT_KEYS)
         assert result.results[0].id == "alice-home-new"
         (stored,) = memory.get(["alice-home-new"], user_id="alice")
@@ -311,17 +326,44 @@ class MemoryContract:
         self, memory: ChromaMemory
     ) -> None:
         memory.add(sample_records())
+        for user, mood, query in (
+            ("alice", 0.0, "What happened that made me feel this way?"),
+            ("bob", -0.7, "When did I last feel this way?"),
+            ("carmen", 0.5, "Where do I live now?"),
+            ("carmen", 0.0, "What did I do in May 2026?"),
+        ):
+            for top_k in (1, 3, 20):
+                hits = memory.recall(
+                    query, user, mood_valence=mood, now=REFERENCE, top_k=top_k
+                ).results
+                # The pruned fetch ranks as the whole pool would: rank every member.
+                pool = memory.pool_candidates(query, user, mood_valence=mood, now=REFERENCE)
+                expected = rank_candidates(
+                    pool, REFERENCE, mood, limit=top_k, weights=RECALL_WEIGHTS
+                )
+                assert [h.id for h in hits] == [e.candidate.id for e in expected]
+                for hit, item in zip(hits, expected, strict=True):
+                    assert (hit.score, hit.recency, hit.congruence) == (
+                        item.score,
+                        item.recency,
+                        item.congruence,
+                    )
+
+    def test_the_dense_recall_ranks_chromas_nearest_by_the_calendar(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
         for user, mood in (("alice", 0.0), ("bob", -0.7), ("carmen", 0.5)):
             query = "What happened that made me feel this way?"
-            hits = memory.recall(query, user, mood_valence=mood, now=REFERENCE, top_k=20).results
-            pool = memory.candidates(query, user)
-            expected = rank_candidates(pool, REFERENCE, mood, limit=20)
+            hits = memory.recall(
+                query, user, mood_valence=mood, now=REFERENCE, top_k=20, settings=DENSE_RECALL
+            ).results
+            expected = rank_candidates(memory.candidates(query, user), REFERENCE, mood, limit=20)
             assert [h.id for h in hits] == [e.candidate.id for e in expected]
             for hit, item in zip(hits, expected, strict=True):
                 assert hit.score == pytest.approx(item.score, abs=1e-12)
-                assert (hit.recency, hit.congruence) == pytest.approx(
-                    (item.recency, item.congruence), abs=1e-12
-                )
+                assert hit.similarity == pytest.approx(1 - hit.distance / 2, abs=1e-12)
+                assert hit.age_days == pytest.approx(hit.calendar_age_days, abs=1e-9)
 
     def test_a_turn_ranks_the_same_rows_as_recall_bit_for_bit(self, memory: ChromaMemory) -> None:
         # Timestamps with microseconds: ages from epochs and from timedeltas differ in the
@@ -369,6 +411,42 @@ class MemoryContract:
             assert [m.episode_bonus for m in turn.memories] == [h.episode for h in recalled.results]
             assert len(turn.memories) == 6
 
+    def test_an_engine_without_weights_ranks_a_turn_exactly_as_recall(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add(sample_records())
+        for user, query in (
+            ("alice", "Where do I live?"),
+            ("bob", "What did Bob do in May 2026?"),
+            ("carmen", "When did Carmen start running?"),
+        ):
+            recalled = memory.recall(query, user, now=REFERENCE, top_k=6, mood_valence=0.0)
+            engine = AffectEngine(
+                model=ScriptedModel(gates=[GateResult(should_retrieve=True)], replies=[["ok"]]),
+                store=InMemoryStateStore(),
+                conversation_id="c",
+                retriever=memory.retriever_for(user),
+                clock=lambda: REFERENCE,
+            )
+            assert engine.weights == RECALL_WEIGHTS  # the retriever's, not the kernel's
+            turn = asyncio.run(engine.turn(query))
+            assert [(m.candidate.id, m.score, m.recency) for m in turn.memories] == [
+                (h.id, h.score, h.recency) for h in recalled.results
+            ]
+            assert [m.candidate.age_days for m in turn.memories] == [
+                h.age_days for h in recalled.results
+            ]
+
+    def test_top_k_above_the_pool_size_widens_the_dense_search(self, memory: ChromaMemory) -> None:
+        memory.add([record(f"m{i}", f"I wrote note {i} about tea.") for i in range(30)])
+        dense_only = RecallSettings(lexical_candidates=0)  # the pool is the dense search alone
+        wide = memory.recall(
+            "tea", "ann", now=REFERENCE, top_k=20, candidates=5, settings=dense_only
+        )
+        assert len(wide.results) == 20  # not 5: the dense search fetched top_k
+        narrow = memory.recall("tea", "ann", now=REFERENCE, top_k=3, candidates=5)
+        assert len(narrow.results) == 3
+
     def test_mood_congruence_reaches_the_ranking(self, memory: ChromaMemory) -> None:
         memory.add(
             [
@@ -389,7 +467,7 @@ class MemoryContract:
         ranked = memory.recall_many(
             [{"query": p["query"], "user_id": p["user_id"]} for p in probes],
             now=REFERENCE,
-            top_k=MAX_CANDIDATES,
+            top_k=MAX_TOP_K,
             candidates=MAX_CANDIDATES,
         )
         reranked: dict[str, int] = {}
@@ -412,9 +490,9 @@ class MemoryContract:
             )
         assert foreign == 0
         # Measured: reranked 30 of 30, plain distance 7 (alice 1, bob 1, carmen 5 of 10 each).
-        assert sum(reranked.values()) >= 28 and sum(plain.values()) <= 12
+        assert sum(reranked.values()) == 30 and sum(plain.values()) <= 12
         for user in ("alice", "bob", "carmen"):
-            assert reranked[user] >= 9 and reranked[user] > plain[user]
+            assert reranked[user] == 10 and reranked[user] > plain[user]
 
     # ---------------------------------------------------------------- forget, count, stats
 

@@ -14,5 +14,16 @@ RECALL_RESULT_KEYS = (
     "significance",
     "recall_count",
     "emotional_valence",
+    "relevance",
+    "age_days",
+    "calendar_age_days",
+    "time_rule",
+    "last_recalled_at",
 )
-"""Keys of one recall result, in order (``recall --json``, MCP ``recall``, ``RecallHit``)."""
+"""Keys of one recall result, in order (``recall --json``, MCP ``recall``, ``RecallHit``).
+
+Issue 12 added the last five on purpose: what the similarity was made of, the age recency was
+scored at and why, the calendar age, and when a turn last surfaced the memory."""
+
+RELEVANCE_KEYS = ("fused", "lexical", "dense", "bm25", "cosine")
+"""Keys of a result's ``relevance`` object, in order."""

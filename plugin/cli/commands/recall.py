@@ -23,14 +23,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "recall",
         help="rank a user's memories for a query (read-only)",
         description=(
-            "Fetch the nearest CANDIDATES of the user's memories from Chroma and rerank them "
-            "with the kernel (similarity x recency x salience + episode bonus, x mood "
-            "congruence). Read-only: recall counts are not changed. With --queries, read one "
+            "Pool the user's memories nearest to the query in Chroma (CANDIDATES of them) "
+            "with the lexical index's best BM25 matches, fuse the two relevances, age each "
+            "memory by the query's time rule, and rank with the kernel (similarity x recency "
+            "x salience + episode bonus, x mood congruence). Read-only: recall counts are not "
+            "changed. With --queries, read one "
             '{"query", "user_id", "mood_valence"?} object per line and print one JSON result '
             "per line, loading the model once and embedding the queries in one batch: scores "
             "then agree with one-query recall within 1e-6, and the order too except between "
             "results that close. In --json output 'episode' is the episode bonus added to the "
-            "score and 'skipped' lists stored rows too malformed to score."
+            "score, 'relevance' what the similarity was made of, 'age_days' the age recency "
+            "was scored at and 'time_rule' why, and 'skipped' lists stored rows too malformed "
+            "to score."
         ),
     )
     parser.add_argument("query", nargs="?", metavar="QUERY", help="the query text")
@@ -50,9 +54,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--candidates",
         type=int,
-        default=32,
+        default=None,
         metavar="N",
-        help="rows fetched from Chroma before reranking, at most 64 (default 32)",
+        help=(
+            "Chroma's nearest memories in each query's pool, at most 1,024 (default 192, or "
+            "the --weights file's dense_candidates); at least --top are fetched"
+        ),
+    )
+    parser.add_argument(
+        "--weights",
+        type=Path,
+        metavar="FILE.json",
+        help=(
+            "ranking settings: a JSON object of RetrievalWeights fields and recall settings "
+            "(dense_candidates, lexical_candidates, lexical_weight, ranking), as fit_weights "
+            "writes it; fields it leaves out keep the defaults"
+        ),
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_store_arguments(parser)
@@ -99,6 +116,7 @@ def _print_table(result: Any) -> None:
             hit.distance,
             hit.similarity,
             hit.recency,
+            hit.age_days if hit.age_days is not None else "",
             hit.salience,
             hit.congruence,
             hit.episode,
@@ -108,13 +126,15 @@ def _print_table(result: Any) -> None:
         ]
         for rank, hit in enumerate(result.results, start=1)
     ]
-    headers = ["#", "score", "dist", "sim", "recency", "salience", "congr", "episode", "date"]
-    print(format_table([*headers, "id", "text"], rows))
+    headers = ["#", "score", "dist", "sim", "recency", "age", "salience", "congr", "episode"]
+    print(format_table([*headers, "date", "id", "text"], rows))
+    print(f"time rule of #1: {result.results[0].time_rule}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Recall one query (table or JSON) or a batch (JSON lines)."""
     from kernel.errors import InvalidInputError
+    from plugin.memory.settings import load_recall_settings
     from plugin.memory.timestamps import normalize_timestamp
 
     if (args.query is None) == (args.queries is None):
@@ -136,8 +156,11 @@ def run(args: argparse.Namespace) -> int:
                 "mood_valence": 0.0 if args.mood_valence is None else args.mood_valence,
             }
         ]
+    settings = load_recall_settings(args.weights) if args.weights is not None else None
     with open_memory(args, create=False) as memory:
-        results = memory.recall_many(queries, now=now, top_k=args.top, candidates=args.candidates)
+        results = memory.recall_many(
+            queries, now=now, top_k=args.top, candidates=args.candidates, settings=settings
+        )
     if args.queries is not None or args.json:
         for result in results:
             sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")

@@ -226,8 +226,12 @@ def test_remember_then_recall_with_the_score_breakdown_scoped_to_the_user(
     assert top["emotional_valence"] == 0.6
     assert top["timestamp"] == "2026-05-01T07:30:00.000000+00:00"
     assert 0.0 < top["similarity"] <= 1.0
-    assert top["similarity"] == pytest.approx(1 - top["distance"] / 2)
-    assert top["recency"] < 1.0, "a memory from May has decayed by December"
+    # A question about the user's present: the similarity is the cosine itself, and the
+    # memory ages from the user's newest memory (the commute, written now).
+    assert top["relevance"]["cosine"] == pytest.approx(1 - top["distance"])
+    assert top["similarity"] == pytest.approx(top["relevance"]["cosine"])
+    assert top["time_rule"].startswith("current-state query")
+    assert top["recency"] < 1.0, "a memory from May is older than the user's newest"
     scores = [hit["score"] for hit in found["results"]]
     assert scores == sorted(scores, reverse=True), "results come in rank order"
 

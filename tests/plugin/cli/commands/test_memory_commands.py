@@ -14,7 +14,7 @@ from plugin.cli import main
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_agreement import assert_recall_agrees
-from tests.contracts.recall_schema import RECALL_RESULT_KEYS
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS, RELEVANCE_KEYS
 
 ROOT = Path(__file__).resolve().parents[4]
 SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
@@ -99,7 +99,9 @@ def test_recall_json_is_ranked_with_the_full_breakdown(
     assert (result["query"], result["user_id"]) == ("Where do I live?", "alice")
     assert result["now"] == "2026-06-01T12:00:00.000000+00:00"
     assert [list(hit) for hit in result["results"]] == [KEYS] * 3
+    assert [list(hit["relevance"]) for hit in result["results"]] == [list(RELEVANCE_KEYS)] * 3
     assert result["results"][0]["id"] == "alice-home-new"
+    assert "older than the user's newest memory" in result["results"][0]["time_rule"]
     scores = [hit["score"] for hit in result["results"]]
     assert scores == sorted(scores, reverse=True)
     assert all(hit["id"].startswith("alice-") for hit in result["results"])
@@ -123,8 +125,41 @@ def test_recall_prints_a_readable_table(library: str, capsys: pytest.CaptureFixt
     assert code == 0 and lines[0].startswith(
         "'Am I allergic to anything?' for carmen at 2026-06-01"
     )
-    assert lines[1].split()[:4] == ["#", "score", "dist", "sim"]
-    assert "carmen-allergy-new" in lines[3] and len(lines) == 3 + 6
+    assert lines[1].split()[:6] == ["#", "score", "dist", "sim", "recency", "age"]
+    assert "carmen-allergy-new" in lines[3] and len(lines) == 3 + 6 + 1
+    assert lines[-1].startswith("time rule of #1: current-state query (about the user ('i')")
+
+
+def _recall_ids(capsys: pytest.CaptureFixture[str], library: str, *extra: str) -> list[str]:
+    code, out, err = run(
+        capsys, "recall", "Where do I live?", "--user-id", "alice", "--now", NOW, "--json",
+        "--data-dir", library, *extra,
+    )  # fmt: skip
+    assert code == 0, err
+    return [hit["id"] for hit in json.loads(out)["results"]]
+
+
+def test_recall_takes_its_ranking_settings_from_a_weights_file(
+    library: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    default = _recall_ids(capsys, library)
+    assert default.index("alice-home-new") < default.index("alice-home-old")
+    # Recency switched off (a floor of 1): the stale fact, the closer match, comes first.
+    flat = tmp_path / "flat.json"
+    flat.write_text('{"recency_floor": 1.0}')
+    unaged = _recall_ids(capsys, library, "--weights", str(flat))
+    assert unaged.index("alice-home-old") < unaged.index("alice-home-new")
+    narrow = tmp_path / "narrow.json"
+    narrow.write_text('{"dense_candidates": 2, "lexical_candidates": 0}')
+    assert len(_recall_ids(capsys, library, "--weights", str(narrow), "--top", "2")) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"recency_floor": 0.1, "recency_horizn_days": 30}')
+    code, out, err = run(
+        capsys, "recall", "q", "--user-id", "alice", "--weights", str(bad), "--data-dir", library
+    )
+    assert (code, out) == (2, "")
+    assert f"{bad}: unknown field 'recency_horizn_days'" in err
+    assert "did you mean 'recency_horizon_days'?" in err and err.count("\n") == 1
 
 
 def test_batch_recall_prints_one_json_result_per_query_line(
@@ -341,7 +376,8 @@ def test_a_bad_line_exits_2_naming_it_and_nothing_is_written(
         (["recall", "q", "--user-id", "alice", "--timeout", "0"], "timeout must be a number"),
         (["recall", "q", "--user-id", "alice", "--mood-valence", "nan"], "mood_valence must be"),
         (["recall", "q", "--user-id", "alice", "--top", "0"], "top_k must be >= 1"),
-        (["recall", "q", "--user-id", "alice", "--candidates", "65"], "between 1 and 64"),
+        (["recall", "q", "--user-id", "alice", "--candidates", "1025"], "at most 1024, got 1025"),
+        (["recall", "q", "--user-id", "alice", "--weights", "nope.json"], "cannot read nope.json"),
         (["recall", "q"], "--user-id is required"),
         (["recall"], "either QUERY"),
         (["recall", "--queries", "q.jsonl", "--mood-valence", "0.5"], "inside each line"),

@@ -1,0 +1,353 @@
+"""One user's queries from candidate pool to ranked, explained memories: recall's read path.
+
+For each query (``RecallSettings`` holds every constant):
+
+1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
+   lexical index's ``lexical_candidates`` best BM25 matches unless the query is a
+   current-state question (``plugin.memory.pool``);
+2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
+   (``plugin.memory.fusion``), or the cosine itself for a current-state question; the kernel
+   is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
+3. **age**: the query's time rule (``plugin.memory.time_rule``) gives each memory the age
+   recency is scored at;
+4. **rank**: the kernel's ``rank_columns`` with the settings' weights, fetching documents and
+   metadata only for the members that can reach the top (``plugin.memory.pruning``), and
+   reading recall counts from the index, which owns them.
+
+The ``dense`` ranking is recall as it was: Chroma's nearest, its distance as is, aged by the
+calendar. An engine turn's retriever takes this same path (``RankedQuery.candidates``), so a
+turn and a recall rank the same memories identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from kernel.batch import RankedColumns, rank_columns
+from kernel.engine import StageObserver
+from kernel.models import MemoryCandidate
+from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
+from plugin.memory.collections import UserCollections
+from plugin.memory.fusion import fuse
+from plugin.memory.pool import MemoryIndexReads, QueryPool, RawRow, dense_pools, with_lexical
+from plugin.memory.pruning import RankedPrefix, rank_exactly, score_ceiling
+from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
+from plugin.memory.results import RecallHit
+from plugin.memory.rows import StoredRows, rows_from_query
+from plugin.memory.settings import RecallSettings
+from plugin.memory.time_rule import QueryTime, classify_query, rule_ages, rule_reasons
+
+__all__ = ["HybridRecall", "RankedQuery"]
+
+FloatArray = npt.NDArray[np.float64]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedQuery:
+    """One query's ranking: the rows fetched, their scores, and what explains each."""
+
+    rows: StoredRows
+    """The fetched rows as the kernel scored them (its distances, ages and the index's counts)."""
+    ranked: RankedColumns
+    explanation: Explanation
+    pool: int
+    """How many memories the query's pool held."""
+
+    @classmethod
+    def empty(cls, skipped: tuple[str, ...] = ()) -> RankedQuery:
+        """No memories to rank."""
+        rows = StoredRows.empty(skipped)
+        ranked = rank_columns(rows.columns, _EPOCH, limit=1)
+        floats = np.zeros(0, dtype=np.float64)
+        return cls(rows, ranked, Explanation(floats, floats, floats, [], floats), 0)
+
+    def hits(self) -> tuple[RecallHit, ...]:
+        """The ranked memories as recall hits, best first."""
+        if not len(self.rows):
+            return ()
+        return explained_hits(self.rows, self.ranked, self.explanation)
+
+    def candidates(self) -> tuple[MemoryCandidate, ...]:
+        """The ranked memories as the kernel candidates they were scored as, best first.
+
+        Each carries the kernel's distance (``2 (1 - relevance)``, or Chroma's in the dense
+        ranking), its rule's age (``age_days``) and the index's recall count, so ranking them
+        again gives the same scores. They skip pydantic: every value was checked already.
+        """
+        columns, ages = self.rows.columns, self.explanation.ages
+        construct = MemoryCandidate.model_construct
+        return tuple(
+            construct(
+                id=columns.ids[i],
+                text=self.rows.texts[i],
+                distance=float(columns.distances[i]),
+                timestamp=self.rows.timestamps[i],
+                significance=float(columns.significance[i]),
+                recall_count=int(columns.recall_counts[i]),
+                episode=bool(columns.episodes[i]),
+                emotional_valence=float(columns.valences[i]),
+                age_days=float(ages[i]),
+            )
+            for i in self.ranked.order
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Scoring:
+    """What one query is ranked with."""
+
+    now: datetime
+    mood_valence: float
+    top_k: int
+    settings: RecallSettings
+    weights: RetrievalWeights
+    congruence_on: bool
+    whole_pool: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Relevance:
+    """A pool's relevance (the kernel's similarity), its kernel distances and their parts."""
+
+    similarity: FloatArray
+    distances: FloatArray
+    cosine: FloatArray
+    dense: FloatArray | None = None
+    bm25: FloatArray | None = None
+    lexical: FloatArray | None = None
+    fused: FloatArray | None = None
+
+
+class HybridRecall:
+    """Ranks one user's queries over their Chroma collection and the memory's index."""
+
+    def __init__(
+        self,
+        collections: UserCollections,
+        index: MemoryIndexReads,
+        *,
+        observer: StageObserver | None = None,
+    ) -> None:
+        """Read from ``collections`` and ``index``; ``observer`` sees each stage's seconds."""
+        self._collections = collections
+        self._index = index
+        self._observer = observer
+
+    def _timed(self, stage: str, start: float) -> None:
+        if self._observer is not None:
+            self._observer(stage, perf_counter() - start)
+
+    def rank(
+        self,
+        user_id: str,
+        queries: Sequence[str],
+        vectors: FloatArray,
+        *,
+        now: datetime,
+        moods: Sequence[float],
+        top_k: int,
+        settings: RecallSettings,
+        weights: RetrievalWeights | None = None,
+        congruence_on: bool = True,
+        whole_pool: bool = False,
+    ) -> list[RankedQuery]:
+        """The ranking of each query (embedded as ``vectors``) over ``user_id``'s memories.
+
+        ``weights`` override the settings' own; at least ``top_k`` nearest memories are
+        fetched whatever ``settings.dense_candidates`` says. With ``whole_pool`` every pool
+        member is fetched and ranked (for fitting and pool coverage), not only the top ``k``.
+        """
+        collection = self._collections.of(user_id, create=False)
+        if collection is None or not len(queries):
+            return [RankedQuery.empty() for _ in queries]
+        with self._collections.backend("query memories"):
+            start = perf_counter()
+            result = collection.query(
+                query_embeddings=vectors,
+                n_results=max(settings.dense_candidates, top_k),
+                include=["distances"],
+            )
+            self._timed("chroma_query", start)
+        pools = dense_pools(result, f"a query of user {user_id!r}")
+        newest: list[float | None] = []
+        ranked = []
+        for query, vector, pool, mood in zip(queries, vectors, pools, moods, strict=True):
+            scoring = _Scoring(
+                now, mood, top_k, settings, weights or settings.weights, congruence_on, whole_pool
+            )
+            rule = classify_query(query, now) if settings.ranking == "hybrid" else None
+            if rule is not None and rule.kind == "state" and not newest:
+                newest.append(self._index.newest_epoch(user_id))
+            if rule is not None and rule.uses_lexical and settings.lexical_candidates > 0:
+                pool = self._with_lexical(collection, user_id, query, vector, pool, settings)
+            ranked.append(
+                self._rank_pool(
+                    collection, user_id, pool, rule, newest[0] if newest else None, scoring
+                )
+            )
+        return ranked
+
+    def _with_lexical(
+        self,
+        collection: Any,
+        user_id: str,
+        query: str,
+        vector: FloatArray,
+        pool: QueryPool,
+        settings: RecallSettings,
+    ) -> QueryPool:
+        start = perf_counter()
+        hits = self._index.lexical_search(user_id, query, settings.lexical_candidates)
+        self._timed("lexical_search", start)
+
+        def read_missing(ids: list[str]) -> Mapping[str, Any]:
+            with self._collections.backend("read memories"):
+                begin = perf_counter()
+                got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+                self._timed("chroma_get", begin)
+            return got  # type: ignore[no-any-return]
+
+        return with_lexical(pool, hits, vector, read_missing)
+
+    def _rank_pool(
+        self,
+        collection: Any,
+        user_id: str,
+        pool: QueryPool,
+        rule: QueryTime | None,
+        newest_epoch: float | None,
+        scoring: _Scoring,
+    ) -> RankedQuery:
+        if not len(pool):
+            return RankedQuery.empty()
+        if scoring.whole_pool:
+            scoring = replace(scoring, top_k=len(pool))
+        relevance = _relevance(pool, rule, scoring.settings)
+        order = np.lexsort((np.arange(len(pool)), -relevance.similarity))
+        raw: dict[str, RawRow] = dict(pool.prefetched)
+        position = {ident: index for index, ident in enumerate(pool.ids)}
+
+        def rank_first(count: int) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
+            wanted = [pool.ids[index] for index in order[:count].tolist()]
+            self._read(collection, user_id, [i for i in wanted if i not in raw], raw)
+            kept = [ident for ident in wanted if ident in raw]
+            at = np.array([position[ident] for ident in kept], dtype=np.intp)
+            rows = rows_from_query(
+                kept,
+                [raw[ident][0] for ident in kept],
+                [raw[ident][1] for ident in kept],
+                relevance.distances[at].tolist(),
+                user_id,
+            )
+            if len(rows) < len(kept):  # malformed rows were skipped: realign
+                at = np.array([position[ident] for ident in rows.ids], dtype=np.intp)
+            return self._rank_rows(user_id, rows, at, relevance, rule, newest_epoch, scoring)
+
+        prefix = rank_exactly(
+            relevance.similarity[order],
+            rank_first,
+            limit=scoring.top_k,
+            ceiling=lambda value: score_ceiling(
+                value,
+                scoring.weights,
+                mood_valence=scoring.mood_valence,
+                congruence_on=scoring.congruence_on,
+            ),
+        )
+        rows, ranked, explanation = prefix.ranked
+        return RankedQuery(rows, ranked, explanation, len(pool))
+
+    def _read(
+        self, collection: Any, user_id: str, ids: list[str], into: dict[str, RawRow]
+    ) -> None:
+        if not ids:
+            return
+        with self._collections.backend("read memories"):
+            start = perf_counter()
+            got = collection.get(ids=ids, include=["documents", "metadatas"])
+            self._timed("chroma_get", start)
+        for ident, document, metadata in zip(
+            got["ids"], got["documents"], got["metadatas"], strict=True
+        ):
+            into[ident] = (document, metadata)
+
+    def _rank_rows(
+        self,
+        user_id: str,
+        rows: StoredRows,
+        at: npt.NDArray[np.intp],
+        relevance: _Relevance,
+        rule: QueryTime | None,
+        newest_epoch: float | None,
+        scoring: _Scoring,
+    ) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
+        columns = rows.columns
+        calendar = (scoring.now.timestamp() - columns.epochs) / SECONDS_PER_DAY
+        if rule is None:
+            ages = np.maximum(0.0, calendar)
+            reasons = [CALENDAR_RULE] * len(rows)
+        else:
+            ages = rule_ages(rule, columns.epochs, scoring.now, newest_epoch)
+            reasons = rule_reasons(rule, ages, relevance.cosine[at])
+        rehearsal = self._index.rehearsal(user_id, rows.ids)
+        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
+        rows = replace(rows, columns=replace(columns, recall_counts=counts, ages_days=ages))
+        ranked = rank_columns(
+            rows.columns,
+            scoring.now,
+            mood_valence=scoring.mood_valence,
+            limit=scoring.top_k,
+            congruence_on=scoring.congruence_on,
+            weights=scoring.weights,
+        )
+
+        def part(values: FloatArray | None) -> FloatArray | None:
+            return None if values is None else values[at]
+
+        explanation = Explanation(
+            cosine=relevance.cosine[at],
+            ages=ages,
+            calendar_ages=calendar,
+            reasons=reasons,
+            last_recalled=np.asarray(rehearsal.last_recalled, dtype=np.float64),
+            dense=part(relevance.dense),
+            bm25=part(relevance.bm25),
+            lexical=part(relevance.lexical),
+            fused=part(relevance.fused),
+        )
+        chosen = len(ranked.order)
+        kth = float(ranked.scores.score[ranked.order[-1]]) if chosen >= scoring.top_k else -np.inf
+        return RankedPrefix((rows, ranked, explanation), chosen, kth)
+
+
+def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings) -> _Relevance:
+    """The pool's relevance under its rule, and the kernel distances that carry it."""
+    cosine = 1.0 - pool.distances
+    if rule is None:  # the dense ranking: Chroma's distance as is
+        return _Relevance(1.0 - pool.distances / 2.0, pool.distances, cosine)
+    if not rule.uses_lexical:  # a current-state question: the cosine itself
+        similarity = np.clip(cosine, 0.0, 1.0)
+        return _Relevance(similarity, 2.0 * (1.0 - similarity), cosine)
+    if pool.bm25 is None:  # no lexical search (no lexical candidates): the dense part alone
+        bm25, weight = np.zeros(len(pool), dtype=np.float64), 0.0
+    else:
+        bm25, weight = pool.bm25, settings.lexical_weight
+    parts = fuse(bm25, cosine, weight)
+    return _Relevance(
+        parts.fused,
+        2.0 * (1.0 - parts.fused),
+        cosine,
+        dense=parts.dense,
+        bm25=bm25,
+        lexical=parts.lexical,
+        fused=parts.fused,
+    )
