@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ from kernel.bounds import check_limit
 from kernel.errors import InvalidInputError
 from kernel.models import MAX_TEXT_CHARS
 from kernel.protocols import OutboxItem, StateStore, TurnRecord
+from plugin.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
 from plugin.memory.records import MemoryRecord
 from plugin.memory.store import ChromaMemory
 
@@ -30,6 +32,7 @@ __all__ = [
     "MemoryTurnEffects",
     "MemoryWritePolicy",
     "ReplayReport",
+    "statements_of",
     "turn_id",
 ]
 
@@ -56,18 +59,55 @@ class MemoryWritePolicy(Protocol):
         ...
 
 
-class DefaultMemoryWritePolicy:
-    """Store every responding turn's user message as an ordinary (non-episode) memory.
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+"""Where one sentence of a message ends and the next begins."""
 
+
+def statements_of(text: str, rule: RetrievalRule = DEFAULT_RETRIEVAL_RULE) -> str:
+    """``text`` without its questions: the sentences the gate's question cues do not flag.
+
+    "I moved to Berlin last week. Any tips for Kreuzberg?" gives "I moved to Berlin last
+    week."; a message that only asks gives "".
+    """
+    kept = [
+        sentence.strip()
+        for sentence in _SENTENCE_END.split(text)
+        if sentence.strip() and not rule.is_question(sentence.strip())
+    ]
+    return " ".join(kept)
+
+
+class DefaultMemoryWritePolicy:
+    """Store what a responding turn's user message states as an ordinary (non-episode) memory.
+
+    Questions are not stored: a stored question is as close to the next time it is asked as
+    anything can be, so it would outrank the fact that answers it at every door (recall, MCP,
+    LangChain, the engine). The message keeps the sentences the gate's question cues
+    (``plugin.gate.cues.RetrievalRule.is_question``) do not flag, and a message that only asks
+    stores nothing; ``store_questions=True`` stores every message whole, as before.
     Valence is the turn's appraised valence; significance is its strongest active emotion.
     Silent turns are not remembered: the agent chose not to engage with them.
     """
 
+    def __init__(
+        self, *, store_questions: bool = False, rule: RetrievalRule = DEFAULT_RETRIEVAL_RULE
+    ) -> None:
+        """Store questions too when ``store_questions``; ``rule`` says what a question is."""
+        if not isinstance(store_questions, bool):
+            raise InvalidInputError(f"store_questions must be a bool, got {store_questions!r}")
+        self._store_questions = store_questions
+        self._rule = rule
+
     def record_for(self, turn: TurnRecord, user_id: str) -> MemoryRecord | None:
-        """The user message as a memory, or None for a silent or blank turn."""
+        """What the user message states, as a memory; None for a silent or blank turn, or a
+        message that only asks."""
         text = turn.message.content.strip()
         if turn.reply is None or not text:
             return None
+        if not self._store_questions:
+            text = statements_of(text, self._rule)
+            if not text:
+                return None
         strongest = max(turn.active_emotions.values(), default=0.0)
         return MemoryRecord(
             id=f"{turn_id(turn)}-msg",

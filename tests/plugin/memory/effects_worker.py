@@ -46,7 +46,7 @@ async def main(chroma_dir: str, db_path: str) -> None:
             user_id="alice",
             clock=lambda: NOW,
         )
-        await engine.turn("Where do I live these days?")
+        await engine.turn("I keep forgetting things. Where do I live these days?")
 
 
 if __name__ == "__main__":
