@@ -1,4 +1,4 @@
 """Benchmarks behind ``affect-memory bench``; one module per sub-benchmark with ``register``."""
 
-BENCHMARK_MODULES: tuple[str, ...] = ("engine", "fleet", "ingest", "recall", "scoring", "startup")
+BENCHMARK_MODULES: tuple[str, ...] = ("engine", "fleet", "ingest", "recall", "scoring", "startup", "users")
 """Sub-benchmark modules under ``plugin.bench``, in ``--help`` order."""

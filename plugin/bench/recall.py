@@ -4,9 +4,10 @@ Each query goes through ``ChromaMemory``'s own query path and mapper (``query_ro
 ranking (``plugin.memory.ranking.rank_rows``), on the per-user collections it created with its
 HNSW settings (the "user" rows). The memory's observer reports each Chroma query's time, so
 the mapper's share is the query path's time minus Chroma's; the embed stage runs the real
-model on one sentence per query. The "none" rows query the same memories in one shared
-collection of every user without a filter (the layout before per-user collections, built
-beside them), and ``filter_only_ms`` times that collection's ``where user_id`` alone.
+model on one sentence per query. The "shared" rows are the old layout's recall on the same
+memories: one shared collection of every user (built beside them), queried ``where user_id``,
+mapped and ranked the same way, embedding excluded. The "none" rows query that collection
+without a filter, and ``filter_only_ms`` times its ``where user_id`` alone.
 
 * random corpus: unit vectors inserted through ``ChromaMemory.add`` (records like real ones,
   10 users, so the user filter matches ~10%), queried with random unit vectors;
@@ -65,6 +66,7 @@ from plugin.memory.collections import DEFAULT_HNSW, HnswParams
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.ranking import rank_rows
 from plugin.memory.results import MAX_CANDIDATES
+from plugin.memory.rows import rows_of
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
 
@@ -136,8 +138,9 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Time recall per query, split into embedding (the real model), the Chroma query, "
             "conversion into candidates and kernel reranking (medians and p95), at 1,000, "
             "10,000 and 100,000 random unit vectors through the per-user collections (the "
-            "'user' rows) and through one shared collection without a filter (the 'none' "
-            "rows), plus recall@64 against exact search. --real N adds N real-embedding "
+            "'user' rows), beside the old layout's one shared collection queried where "
+            "user_id (the 'shared' rows) and without a filter (the 'none' rows), plus "
+            "recall@64 against exact search. --real N adds N real-embedding "
             f"memories. Targets: conversion + rerank <= {CONVERSION_SHARE_TARGET:.0%} of "
             f"recall at 10,000; p95 <= {P95_TARGET_MS:g} ms at 100,000 per user, embedding "
             f"excluded; recall@64 >= {RECALL_TARGET} on real embeddings."
@@ -336,8 +339,10 @@ def _measure(
     exact = Exact(corpus)
     k = plan.candidates
     stages: dict[str, list[int]] = {
-        "embed": [], "query": [], "conversion": [], "rerank": [], "unfiltered_query": []
+        "embed": [], "query": [], "conversion": [], "rerank": [], "unfiltered_query": [],
+        "shared_query": [], "shared_path": [],
     }  # fmt: skip
+    recall_shared: list[float] = []
     totals: list[int] = []
     excluding: list[int] = []
     filter_only: list[int] = []
@@ -365,6 +370,18 @@ def _measure(
             include=["documents", "metadatas", "distances"],
         )
         unfiltered_ns = shared.last_ns
+        # The old layout's recall: the shared collection, `where user_id`, mapped and ranked.
+        start = time.perf_counter_ns()
+        old = shared.query(
+            query_embeddings=vector,
+            n_results=k,
+            where={"user_id": user},
+            include=["documents", "metadatas", "distances"],
+        )
+        old_rows = rows_of(old, user)[0]
+        rank_rows(old_rows, BENCH_NOW, mood_valence=0.5 - index % 2, limit=plan.top_k)
+        shared_path_ns = time.perf_counter_ns() - start
+        shared_query_ns = shared.last_ns
         step(1)
         if index < WARMUP_QUERIES:
             continue
@@ -377,6 +394,9 @@ def _measure(
         stages["conversion"].append(path_ns - chroma_ns)
         stages["rerank"].append(rerank_ns)
         stages["unfiltered_query"].append(unfiltered_ns)
+        stages["shared_query"].append(shared_query_ns)
+        stages["shared_path"].append(shared_path_ns)
+        recall_shared.append(recall_fraction(old_rows.ids, exact.top(vector[0], k, user)))
         excluding.append(path_ns + rerank_ns)
         if embed_ns is not None:
             stages["embed"].append(embed_ns)
@@ -408,7 +428,16 @@ def _measure(
         "recall_at_k": round(float(np.mean(recall_unfiltered)), 4),
         "recall_at_k_min": round(float(np.min(recall_unfiltered)), 4),
     }
-    return [filtered, unfiltered_row]
+    shared_row = {
+        "corpus": corpus.kind,
+        "n": len(corpus.texts),
+        "filter": "shared",
+        "query_ms": summary_ms(stages["shared_query"]),
+        "total_excluding_embed_ms": summary_ms(stages["shared_path"]),
+        "recall_at_k": round(float(np.mean(recall_shared)), 4),
+        "recall_at_k_min": round(float(np.min(recall_shared)), 4),
+    }
+    return [filtered, shared_row, unfiltered_row]
 
 
 def _overfetch(
@@ -593,5 +622,3 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         "targets": targets(rows),
         "machine": machine(load_before),
     }
-
-

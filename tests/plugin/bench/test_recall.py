@@ -45,6 +45,7 @@ def test_quick_run_measures_one_thousand_memories_with_and_without_the_filter(
 ) -> None:
     assert [(row["corpus"], row["n"], row["filter"]) for row in report["rows"]] == [
         ("random", 1_000, "user"),
+        ("random", 1_000, "shared"),
         ("random", 1_000, "none"),
     ]
     assert report["candidates"] == 64 and report["users"] == 10
@@ -77,3 +78,32 @@ def test_targets_name_only_what_the_run_measured(report: dict[str, Any]) -> None
 def test_the_table_shows_each_stage(report: dict[str, Any]) -> None:
     text = format_report(report)
     assert "chroma" in text and "rerank" in text and "recall@64" in text and "1,000" in text
+
+
+def test_the_old_shared_collection_path_is_timed_beside_the_per_user_one(
+    report: dict[str, Any],
+) -> None:
+    user, shared = report["rows"][0], report["rows"][1]
+    _positive_summary(shared["total_excluding_embed_ms"])
+    assert shared["total_excluding_embed_ms"]["median"] >= shared["query_ms"]["median"]
+    # 1,000 memories over 10 users: the 64 nearest of each user's 100, exact at this size.
+    assert user["recall_at_k"] == pytest.approx(1.0, abs=0.02)
+    assert shared["recall_at_k"] == pytest.approx(1.0, abs=0.02)
+    assert "shared collection where user_id (shared)" in format_report(report).replace("\n", " ")
+
+
+def _row(filter_: str, p95: float, recall: float) -> dict[str, Any]:
+    summary = {"median": p95 / 2, "p95": p95}
+    return {"corpus": "random", "n": 100_000, "filter": filter_, "recall_at_k": recall,
+            "total_excluding_embed_ms": summary, "query_ms": summary}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("p95", "recall", "met"), [(18.7, 0.99, True), (31.0, 0.99, False), (18.7, 0.97, False)]
+)
+def test_the_100k_target_needs_the_p95_and_the_recall(p95: float, recall: float, met: bool) -> None:
+    from plugin.bench.recall_report import targets
+
+    judged = targets([_row("user", p95, recall), _row("shared", 164.0, 0.995)])["p95_at_100k"]
+    assert judged["met"] is met and judged["measured_ms"] == p95
+    assert judged["shared_collection_ms"]["p95"] == 164.0
