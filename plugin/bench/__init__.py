@@ -1,4 +1,12 @@
 """Benchmarks behind ``affect-memory bench``; one module per sub-benchmark with ``register``."""
 
-BENCHMARK_MODULES: tuple[str, ...] = ("engine", "fleet", "ingest", "recall", "scoring", "startup", "users")
+BENCHMARK_MODULES: tuple[str, ...] = (
+    "engine",
+    "fleet",
+    "ingest",
+    "recall",
+    "scoring",
+    "startup",
+    "users",
+)
 """Sub-benchmark modules under ``plugin.bench``, in ``--help`` order."""
