@@ -4,6 +4,7 @@ BENCHMARK_MODULES: tuple[str, ...] = (
     "engine",
     "fleet",
     "ingest",
+    "locomo",
     "recall",
     "scoring",
     "startup",
