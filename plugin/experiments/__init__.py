@@ -21,6 +21,7 @@ from plugin.experiments.metrics import (
     ranks,
     recall_at_k,
 )
+from plugin.experiments.pools import LabelledPools, PoolQuery, label_pools, labelled_pool
 from plugin.experiments.report import metrics_table
 from plugin.experiments.scorers import (
     additive_scores,
@@ -45,7 +46,9 @@ __all__ = [
     "REGIME_NAMES",
     "FitResult",
     "FitStep",
+    "LabelledPools",
     "LabelledQuery",
+    "PoolQuery",
     "QueryBatch",
     "RankingMetrics",
     "SyntheticConfig",
@@ -58,6 +61,8 @@ __all__ = [
     "kernel_breakdown",
     "kernel_scorer",
     "kernel_scores",
+    "label_pools",
+    "labelled_pool",
     "mean_reciprocal_rank",
     "metrics_table",
     "ranks",

@@ -1,10 +1,11 @@
 """Labelled ranking queries: one query's candidates with their features, and a stacked batch.
 
 A ``LabelledQuery`` is what a person tuning retrieval collects from their own logs: the
-candidates Chroma returned for a query, each candidate's kernel features, and which one
-was the memory the user actually needed. A ``QueryBatch`` stacks many queries into
-``(queries, candidates)`` arrays so scorers and metrics are vectorised; queries with fewer
-candidates are padded and the padding is masked out.
+candidates recall pooled for a query, each candidate's kernel features, and which of them
+the user actually needed (one or several), whose query it was, and how many of the needed
+memories the pool missed. A ``QueryBatch`` stacks many queries into ``(queries, candidates)``
+arrays so scorers and metrics are vectorised; queries with fewer candidates are padded and
+the padding is masked out.
 """
 
 from __future__ import annotations
@@ -48,7 +49,14 @@ class LabelledQuery:
     episodes: BoolArray
     memory_valences: FloatArray
     relevant: int
+    """The index of the (first) relevant candidate."""
     mood_valence: float = 0.0
+    also_relevant: tuple[int, ...] = ()
+    """Indices of further relevant candidates (a question with several evidence memories)."""
+    user_id: str | None = None
+    """Whose query it is: ``split_queries`` keeps each user's queries on one side."""
+    outside: int = 0
+    """Relevant memories that were not among the candidates (the pool missed them)."""
 
     def __post_init__(self) -> None:
         """Coerce the features to read-only arrays and check they agree with each other."""
@@ -82,6 +90,26 @@ class LabelledQuery:
                 f"got {self.relevant!r}"
             )
         object.__setattr__(self, "relevant", int(self.relevant))
+        also = tuple(self.also_relevant)
+        for index in also:
+            if isinstance(index, bool) or not isinstance(index, int | np.integer) or not (
+                0 <= int(index) < size
+            ):
+                raise InvalidInputError(
+                    f"LabelledQuery.also_relevant must index candidates in [0, {size}), "
+                    f"got {index!r}"
+                )
+        object.__setattr__(
+            self, "also_relevant", tuple(sorted({int(i) for i in also} - {self.relevant}))
+        )
+        if isinstance(self.outside, bool) or not isinstance(self.outside, int) or self.outside < 0:
+            raise InvalidInputError(
+                f"LabelledQuery.outside must be an integer >= 0, got {self.outside!r}"
+            )
+        if self.user_id is not None and (not isinstance(self.user_id, str) or not self.user_id):
+            raise InvalidInputError(
+                f"LabelledQuery.user_id must be a non-empty string or None, got {self.user_id!r}"
+            )
         mood = float(self.mood_valence)
         if not -1.0 <= mood <= 1.0:
             raise InvalidInputError(
@@ -93,6 +121,11 @@ class LabelledQuery:
     def size(self) -> int:
         """Number of candidates."""
         return len(self.distances)
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """Every relevant candidate's index, the first one first."""
+        return (self.relevant, *self.also_relevant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +141,25 @@ class QueryBatch:
     mood_valence: FloatArray
     relevant: IntArray
     mask: BoolArray
+    targets: BoolArray | None = None
+    """Every relevant candidate of each query; None means only ``relevant``."""
+    users: tuple[str | None, ...] = ()
+    """Each query's user (empty: unknown for all)."""
+    outside: IntArray | None = None
+    """Each query's relevant memories that were not among its candidates (None: all 0)."""
 
     def __post_init__(self) -> None:
         """Check every array has the batch's shape and the relevant candidates are real."""
         shape = self.distances.shape
+        if len(shape) == 2 and self.targets is None:
+            targets = np.zeros(shape, dtype=np.bool_)
+            if shape[0] and shape[1] and self.relevant.shape == (shape[0],):
+                targets[np.arange(shape[0]), np.clip(self.relevant, 0, shape[1] - 1)] = True
+            object.__setattr__(self, "targets", targets)
+        if len(shape) == 2 and self.outside is None:
+            object.__setattr__(self, "outside", np.zeros(shape[0], dtype=np.int64))
+        if self.users and len(self.users) != shape[0]:
+            raise InvalidInputError(f"QueryBatch.users must have {shape[0]} entries")
         if len(shape) != 2 or shape[0] == 0 or shape[1] == 0:
             raise InvalidInputError(f"QueryBatch.distances must be a non-empty 2-D array: {shape}")
         for name in ("ages_days", "significance", "recall_counts", "episodes",
@@ -125,6 +173,11 @@ class QueryBatch:
             raise InvalidInputError("QueryBatch.relevant must index a candidate column")
         if not np.all(self.mask[np.arange(shape[0]), self.relevant]):
             raise InvalidInputError("QueryBatch.relevant must point at an unmasked candidate")
+        assert self.targets is not None and self.outside is not None
+        if self.targets.shape != shape or np.any(self.targets & ~self.mask):
+            raise InvalidInputError(f"QueryBatch.targets must be a mask of shape {shape}")
+        if not np.all(self.targets[np.arange(shape[0]), self.relevant]):
+            raise InvalidInputError("QueryBatch.targets must include each relevant candidate")
 
     @property
     def n_queries(self) -> int:
@@ -153,6 +206,7 @@ class QueryBatch:
         episodes = np.zeros((rows, width), dtype=np.bool_)
         valences = np.zeros((rows, width))
         mask = np.zeros((rows, width), dtype=np.bool_)
+        targets = np.zeros((rows, width), dtype=np.bool_)
         for row, query in enumerate(queries):
             n = query.size
             distances[row, :n] = query.distances
@@ -162,6 +216,8 @@ class QueryBatch:
             episodes[row, :n] = query.episodes
             valences[row, :n] = query.memory_valences
             mask[row, :n] = True
+            targets[row, list(query.targets)] = True
+        users = tuple(query.user_id for query in queries)
         return cls(
             distances=distances,
             ages_days=ages,
@@ -172,14 +228,25 @@ class QueryBatch:
             mood_valence=np.array([query.mood_valence for query in queries]),
             relevant=np.array([query.relevant for query in queries], dtype=np.int64),
             mask=mask,
+            targets=targets,
+            users=users if any(user is not None for user in users) else (),
+            outside=np.array([query.outside for query in queries], dtype=np.int64),
         )
+
+    @property
+    def labels_outside(self) -> int:
+        """Relevant memories, over all queries, that were not among the candidates."""
+        assert self.outside is not None
+        return int(self.outside.sum())
 
     def to_queries(self) -> tuple[LabelledQuery, ...]:
         """Unstack into one ``LabelledQuery`` per row, dropping padding."""
+        assert self.targets is not None and self.outside is not None
         queries = []
         for row in range(self.n_queries):
             keep = self.mask[row]
             relevant = int(np.count_nonzero(keep[: self.relevant[row]]))
+            targets = np.flatnonzero(self.targets[row, keep]).tolist()
             queries.append(
                 LabelledQuery(
                     distances=self.distances[row, keep],
@@ -190,6 +257,9 @@ class QueryBatch:
                     memory_valences=self.memory_valences[row, keep],
                     relevant=relevant,
                     mood_valence=float(self.mood_valence[row]),
+                    also_relevant=tuple(t for t in targets if t != relevant),
+                    user_id=self.users[row] if self.users else None,
+                    outside=int(self.outside[row]),
                 )
             )
         return tuple(queries)
@@ -197,6 +267,7 @@ class QueryBatch:
     def take(self, rows: Sequence[int] | IntArray) -> QueryBatch:
         """The sub-batch of the given query rows, in that order."""
         index = np.asarray(rows, dtype=np.int64)
+        assert self.targets is not None and self.outside is not None
         return QueryBatch(
             distances=self.distances[index],
             ages_days=self.ages_days[index],
@@ -207,4 +278,7 @@ class QueryBatch:
             mood_valence=self.mood_valence[index],
             relevant=self.relevant[index],
             mask=self.mask[index],
+            targets=self.targets[index],
+            users=tuple(self.users[i] for i in index.tolist()) if self.users else (),
+            outside=self.outside[index],
         )

@@ -9,6 +9,12 @@ so flat stretches of the objective never push a weight to the edge of its grid.
 The recency horizon and floor are searched jointly, as one block over their grid product:
 a longer horizon with a higher floor ranks much like a shorter one with a lower floor, and
 one-at-a-time moves stall on that ridge.
+
+A query may have several relevant memories (its rank is its best one's). Queries that name
+their user are split by user, so no user's queries are on both sides; the result says how
+many relevant memories fell outside the candidate pools (no weight can rank those), and
+``write_settings`` (or ``fit_weights(..., settings_path=...)``) saves the fitted weights as
+the settings file ``affect-memory recall --weights`` and ``load_recall_settings`` read.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -23,7 +30,9 @@ from kernel.errors import InvalidInputError
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 from plugin.experiments.data import LabelledQuery, QueryBatch
 from plugin.experiments.metrics import mean_reciprocal_rank, ranks
+from plugin.experiments.pools import LabelledPools
 from plugin.experiments.scorers import kernel_scores
+from plugin.memory.settings import RecallSettings, write_recall_settings
 
 __all__ = ["DEFAULT_SEARCH", "FitResult", "FitStep", "fit_weights", "split_queries"]
 
@@ -68,27 +77,60 @@ class FitResult:
     n_validation: int
     rounds: int
     history: tuple[FitStep, ...] = field(default=())
+    labels_outside: int = 0
+    """Relevant memories that were not in their query's candidate pool: no weight reaches them."""
+    labels: int = 0
+    """Relevant memories over every query, in the pools or not."""
+    n_train_users: int = 0
+    n_validation_users: int = 0
+    """Users on each side when the queries name their users (0: split by query)."""
+    base: RecallSettings | None = None
+    """The recall settings the pools were built with (what ``settings`` starts from)."""
 
     @property
     def gain(self) -> float:
         """Held-out MRR of the fitted weights minus that of the starting weights."""
         return self.validation_mrr - self.default_validation_mrr
 
+    def settings(self, base: RecallSettings | None = None) -> RecallSettings:
+        """The recall settings with the fitted weights (else ``base``'s, or the pools')."""
+        start = base or self.base or RecallSettings()
+        return RecallSettings.model_validate({**dict(start), "weights": self.weights})
 
-def _as_batch(queries: Sequence[LabelledQuery] | QueryBatch) -> QueryBatch:
+    def write_settings(self, path: str | Path, base: RecallSettings | None = None) -> Path:
+        """Write ``settings(base)`` as a settings file for ``recall --weights``."""
+        return write_recall_settings(self.settings(base), path)
+
+
+def _as_batch(queries: Sequence[LabelledQuery] | QueryBatch | LabelledPools) -> QueryBatch:
     if isinstance(queries, QueryBatch):
         return queries
+    if isinstance(queries, LabelledPools):
+        if not queries.queries:
+            raise InvalidInputError(
+                f"no query has a relevant memory in its pool ({queries.labels_outside} "
+                "labels fell outside the pools)"
+            )
+        return QueryBatch.from_queries(queries.queries)
     return QueryBatch.from_queries(queries)
+
+
+def _check_fraction(validation_fraction: float) -> None:
+    if not 0 < validation_fraction < 1:
+        raise InvalidInputError(
+            f"validation_fraction must be within (0, 1), got {validation_fraction!r}"
+        )
 
 
 def split_queries(
     batch: QueryBatch, *, validation_fraction: float, seed: int
 ) -> tuple[QueryBatch, QueryBatch]:
-    """A seeded shuffle of the queries into (train, validation)."""
-    if not 0 < validation_fraction < 1:
-        raise InvalidInputError(
-            f"validation_fraction must be within (0, 1), got {validation_fraction!r}"
-        )
+    """A seeded shuffle into (train, validation): of the users when the queries name them
+    (every user's queries on one side, the validation side as near the fraction as whole
+    users allow), else of the queries."""
+    _check_fraction(validation_fraction)
+    if batch.users and all(user is not None for user in batch.users):
+        return _split_by_user(batch, validation_fraction, seed)
     n_validation = round(batch.n_queries * validation_fraction)
     if n_validation < 1 or n_validation >= batch.n_queries:
         raise InvalidInputError(
@@ -97,6 +139,31 @@ def split_queries(
         )
     order = np.random.default_rng(seed).permutation(batch.n_queries)
     return batch.take(np.sort(order[n_validation:])), batch.take(np.sort(order[:n_validation]))
+
+
+def _split_by_user(
+    batch: QueryBatch, validation_fraction: float, seed: int
+) -> tuple[QueryBatch, QueryBatch]:
+    users = sorted({user for user in batch.users if user is not None})
+    if len(users) < 2:
+        raise InvalidInputError(
+            f"the queries come from {len(users)} user(s); a split by user needs at least two"
+        )
+    order = [users[i] for i in np.random.default_rng(seed).permutation(len(users))]
+    counts = {user: batch.users.count(user) for user in users}
+    target = batch.n_queries * validation_fraction
+    held: set[str] = set()
+    total = 0
+    for user in order[:-1]:  # the last user always trains
+        if total >= target:
+            break
+        if held and abs(total + counts[user] - target) > abs(total - target):
+            continue
+        held.add(user)
+        total += counts[user]
+    rows = np.arange(batch.n_queries)
+    validation = np.array([user in held for user in batch.users], dtype=bool)
+    return batch.take(rows[~validation]), batch.take(rows[validation])
 
 
 def _checked_search(search: SearchSpace, start: RetrievalWeights) -> dict[str, tuple[float, ...]]:
@@ -150,7 +217,7 @@ def _steps(
 
 def _mrr(batch: QueryBatch, weights: RetrievalWeights) -> float:
     # The search's inner loop: MRR alone, skipping the recall@k that ``evaluate`` adds.
-    rank = ranks(kernel_scores(batch, weights=weights), batch.relevant, batch.mask)
+    rank = ranks(kernel_scores(batch, weights=weights), batch.relevant, batch.mask, batch.targets)
     return mean_reciprocal_rank(rank)
 
 
@@ -159,16 +226,24 @@ def _nearest(grid: tuple[float, ...], value: float) -> int:
 
 
 def fit_weights(
-    labelled_queries: Sequence[LabelledQuery] | QueryBatch,
+    labelled_queries: Sequence[LabelledQuery] | QueryBatch | LabelledPools,
     *,
     validation_fraction: float = 0.3,
     seed: int = 0,
     search: SearchSpace = DEFAULT_SEARCH,
-    start: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
+    start: RetrievalWeights | None = None,
     max_rounds: int = 6,
+    settings_path: str | Path | None = None,
 ) -> FitResult:
-    """Fit weights on a seeded training split by coordinate descent; report held-out MRR gain."""
+    """Fit weights on a seeded training split by coordinate descent; report held-out MRR gain.
+
+    ``start`` defaults to the pools' recall weights (``LabelledPools``), else the kernel's
+    defaults. With ``settings_path`` the fitted settings are written there too.
+    """
+    pools = labelled_queries if isinstance(labelled_queries, LabelledPools) else None
     batch = _as_batch(labelled_queries)
+    if start is None:
+        start = pools.settings.weights if pools is not None else DEFAULT_RETRIEVAL_WEIGHTS
     if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
         raise InvalidInputError(f"max_rounds must be an integer >= 1, got {max_rounds!r}")
     grids = _checked_search(search, start)
@@ -201,7 +276,9 @@ def fit_weights(
         if not moved:
             break
 
-    return FitResult(
+    assert batch.targets is not None
+    in_pools = int(batch.targets.sum())
+    result = FitResult(
         weights=current,
         train_mrr=best,
         validation_mrr=_mrr(validation, current),
@@ -211,4 +288,12 @@ def fit_weights(
         n_validation=validation.n_queries,
         rounds=rounds,
         history=tuple(history),
+        labels_outside=batch.labels_outside + (pools.dropped_labels if pools else 0),
+        labels=in_pools + batch.labels_outside + (pools.dropped_labels if pools else 0),
+        n_train_users=len({user for user in train.users if user is not None}),
+        n_validation_users=len({user for user in validation.users if user is not None}),
+        base=pools.settings if pools is not None else None,
     )
+    if settings_path is not None:
+        result.write_settings(settings_path)
+    return result

@@ -1,9 +1,10 @@
-"""Ranking metrics for queries with exactly one relevant candidate: rank, recall@k and MRR.
+"""Ranking metrics: the rank of a query's first relevant candidate, recall@k and MRR.
 
-Scores are higher-is-better. Ties are pessimistic: a candidate whose score equals the
-relevant candidate's is counted as ranked above it, so a scorer cannot gain from ties (a
-constant scorer ranks the relevant memory last, not first). Masked (padding) candidates
-never count.
+Scores are higher-is-better. A query's rank is that of its best-ranked relevant candidate
+(several may be relevant: a question with several evidence memories). Ties are pessimistic:
+a candidate whose score equals the relevant candidate's is counted as ranked above it, so a
+scorer cannot gain from ties (a constant scorer ranks the relevant memory last, not first).
+Masked (padding) candidates never count.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ def ranks(
     scores: NDArray[np.float64],
     relevant: NDArray[np.int64],
     mask: NDArray[np.bool_] | None = None,
+    targets: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.int64]:
-    """1-based rank of each query's relevant candidate; ties count against it."""
+    """1-based rank of each query's first relevant candidate; ties count against it.
+
+    ``targets`` marks every relevant candidate (default: only ``relevant``); the rank is then
+    that of the best-scored one, counting only the irrelevant candidates above it.
+    """
     scores = np.asarray(scores, dtype=np.float64)
     relevant = np.asarray(relevant, dtype=np.int64)
     if scores.ndim != 2:
@@ -59,7 +65,13 @@ def ranks(
         raise InvalidInputError(f"mask must have shape {scores.shape}")
     if not np.all(np.isfinite(scores[mask])):
         raise InvalidInputError("scores must be finite where the mask is set")
-    return _ranks(scores, relevant, mask)
+    if targets is None:
+        return _ranks(scores, relevant, mask)
+    if targets.shape != scores.shape:
+        raise InvalidInputError(f"targets must have shape {scores.shape}")
+    best = np.max(np.where(targets & mask, scores, -np.inf), axis=1, keepdims=True)
+    above = (scores >= best) & mask & ~targets
+    return np.asarray(1 + above.sum(axis=1), dtype=np.int64)
 
 
 def _ranks(
@@ -89,7 +101,7 @@ def mean_reciprocal_rank(rank: NDArray[np.int64]) -> float:
 
 def evaluate(scores: NDArray[np.float64], batch: QueryBatch) -> RankingMetrics:
     """Recall@1, recall@5 and MRR of ``scores`` against the batch's labels."""
-    rank = ranks(scores, batch.relevant, batch.mask)
+    rank = ranks(scores, batch.relevant, batch.mask, batch.targets)
     return RankingMetrics(
         recall_at_1=recall_at_k(rank, 1),
         recall_at_5=recall_at_k(rank, 5),

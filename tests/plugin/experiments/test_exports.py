@@ -5,10 +5,12 @@ import plugin.experiments as experiments
 
 def test_exported_members_are_pinned() -> None:
     assert sorted(experiments.__all__) == sorted([
-        "DEFAULT_SEARCH", "REGIMES", "REGIME_NAMES", "FitResult", "FitStep", "LabelledQuery",
-        "QueryBatch", "RankingMetrics", "SyntheticConfig", "additive_scores", "evaluate",
+        "DEFAULT_SEARCH", "REGIMES", "REGIME_NAMES", "FitResult", "FitStep", "LabelledPools",
+        "LabelledQuery", "PoolQuery", "QueryBatch", "RankingMetrics", "SyntheticConfig",
+        "additive_scores", "evaluate",
         "evaluate_scorers", "fit_weights", "generate_from_weights", "generate_regime",
-        "kernel_breakdown", "kernel_scorer", "kernel_scores", "mean_reciprocal_rank",
+        "kernel_breakdown", "kernel_scorer", "kernel_scores", "label_pools", "labelled_pool",
+        "mean_reciprocal_rank",
         "metrics_table", "ranks", "recall_at_k", "significance_sweep", "similarity_scores",
         "split_queries", "standard_scorers",
     ])

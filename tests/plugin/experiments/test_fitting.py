@@ -1,10 +1,13 @@
 """fit_weights: it recovers known weights and beats the defaults where they lose."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from kernel.errors import InvalidInputError
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from plugin.experiments.data import LabelledQuery, QueryBatch
 from plugin.experiments.fitting import fit_weights, split_queries
 from plugin.experiments.metrics import evaluate
 from plugin.experiments.scorers import similarity_scores
@@ -80,3 +83,72 @@ def test_bad_arguments_are_refused(kwargs: dict[str, object], message: str) -> N
     batch = generate_regime("A", 20, seed=0)
     with pytest.raises(InvalidInputError, match=message):
         fit_weights(batch, **kwargs)  # type: ignore[arg-type]
+
+
+def _labelled(
+    rng: np.random.Generator, user: str, targets: tuple[int, ...], outside: int = 0
+) -> LabelledQuery:
+    n = 8
+    return LabelledQuery(
+        distances=rng.uniform(0.2, 1.2, n),
+        ages_days=rng.uniform(0, 200, n),
+        significance=np.full(n, 0.5),
+        recall_counts=np.zeros(n, dtype=np.int64),
+        episodes=np.zeros(n, dtype=np.bool_),
+        memory_valences=np.zeros(n),
+        relevant=targets[0],
+        also_relevant=targets[1:],
+        user_id=user,
+        outside=outside,
+    )
+
+
+def test_a_query_may_have_several_relevant_memories_and_ranks_by_its_best() -> None:
+    from plugin.experiments.metrics import ranks
+
+    rng = np.random.default_rng(5)
+    query = _labelled(rng, "u", (6, 2))
+    assert query.targets == (6, 2) and query.also_relevant == (2,)
+    batch = QueryBatch.from_queries([query])
+    scores = np.arange(8, dtype=np.float64)[None, ::-1].copy()  # candidate 0 best, 7 worst
+    assert ranks(scores, batch.relevant, batch.mask, batch.targets).tolist() == [3]
+    assert ranks(scores, batch.relevant, batch.mask).tolist() == [7]  # only the first label
+    again = QueryBatch.from_queries(batch.to_queries())
+    assert np.array_equal(again.targets, batch.targets) and again.users == ("u",)
+
+
+def test_queries_naming_users_are_split_by_user_and_labels_outside_are_counted() -> None:
+    rng = np.random.default_rng(7)
+    users = [f"user-{i}" for i in range(6)]
+    queries = [
+        _labelled(rng, users[i % 6], (int(rng.integers(0, 8)),), outside=i % 2)
+        for i in range(60)
+    ]
+    batch = QueryBatch.from_queries(queries)
+    train, validation = split_queries(batch, validation_fraction=0.3, seed=3)
+    assert not set(train.users) & set(validation.users)
+    assert set(train.users) | set(validation.users) == set(users)
+    assert validation.n_queries == 20  # two whole users of ten queries each: nearest to 18
+    result = fit_weights(batch, seed=3, max_rounds=1)
+    assert (result.n_train_users, result.n_validation_users) == (4, 2)
+    assert result.labels_outside == 30 and result.labels == 90
+
+
+def test_a_split_by_user_needs_two_users() -> None:
+    rng = np.random.default_rng(1)
+    batch = QueryBatch.from_queries([_labelled(rng, "solo", (1,)) for _ in range(10)])
+    with pytest.raises(InvalidInputError, match="a split by user needs at least two"):
+        split_queries(batch, validation_fraction=0.3, seed=0)
+
+
+def test_fitted_weights_are_written_as_a_settings_file(tmp_path: Path) -> None:
+    from plugin.memory.settings import RecallSettings, load_recall_settings
+
+    batch = generate_from_weights(TRUTH, 300, seed=9)
+    path = tmp_path / "fitted.json"
+    result = fit_weights(batch, seed=1, settings_path=path)
+    loaded = load_recall_settings(path)
+    assert loaded.weights == result.weights
+    assert loaded == result.settings(RecallSettings())
+    wider = result.settings(RecallSettings(dense_candidates=256))
+    assert wider.dense_candidates == 256 and wider.weights == result.weights
