@@ -232,6 +232,7 @@ def _recalls_and_users(
         for ident, count in counts.items() if ident not in owned[user]
     )  # fmt: skip
     expected = lost = extra = counted = 0
+    wrong: list[str] = []
     for user, ids in owned.items():
         ordered = sorted(ids)
         counts = recall_counts(user, ordered)
@@ -241,14 +242,16 @@ def _recalls_and_users(
             counted += int(count)
             lost += max(0, want - int(count))
             extra += max(0, int(count) - want)
+            if want != int(count) and len(wrong) < 5:
+                wrong.append(f"{user}/{ident}: {want} surfaced, {int(count)} counted")
     memories = sum(len(ids) for ids in owned.values())
     recalls = Check(
         "recall counts equal the turns that surfaced each memory",
         lost == 0 and extra == 0,
         f"{memories:,} memories; {expected:,} recalls by committed turns, {counted:,} counted: "
-        f"{lost} lost, {extra} extra",
+        f"{lost} lost, {extra} extra" + (f" (e.g. {'; '.join(wrong[:2])})" if wrong else ""),
         {"memories": memories, "expected": expected, "counted": counted, "lost": lost,
-         "extra": extra},
+         "extra": extra, "examples": wrong},
     )  # fmt: skip
     users = Check(
         "no cross-user result",

@@ -219,7 +219,9 @@ class FleetRun:
             raise RuntimeError(f"bench fleet: worker {slot.number} failed: {message['error']}")
         elif event in ("holding", "committed") and message["dispatch"] == slot.dispatch:
             slot.phase = event
-            if self.wanted_kill == event:
+            # A turn sent again after a kill is left alone, so each kill's recovery is seen.
+            retries = {kill["retry"] for kill in self.kills}
+            if self.wanted_kill == event and slot.dispatch not in retries:
                 self._kill(slot)
         elif event == "done":
             self.done[message["dispatch"]] = message
@@ -261,8 +263,8 @@ class FleetRun:
             "conversation": kill["conversation"],
             "turn_committed": self.tasks[kill["dispatch"]].text in committed,
         }
-        if retry is None:
-            return {**report, "next_turn_completed": False}
+        if retry is None:  # not reported done; committed all the same if its message is in
+            return {**report, "next_turn_completed": self.tasks[kill["retry"]].text in committed}
         waited = self.sent_at[kill["retry"]] - kill["at"] + retry["total"]
         return {
             **report,
@@ -290,9 +292,10 @@ class FleetRun:
                 f"{len(kills)} kills ({sum(k['phase'] == 'holding' for k in kills)} holding a "
                 f"conversation, {sum(k['phase'] == 'committed' for k in kills)} applying a "
                 f"committed turn's writes); next turn done in at most "
-                f"{max((k['next_turn_done_after_ms'] for k in recovered), default=0):.1f} ms "
-                f"(lock wait at most "
-                f"{max((k['next_turn_lock_wait_ms'] for k in recovered), default=0):.1f} ms)",
+                f"{max((k.get('next_turn_done_after_ms', 0) for k in recovered), default=0):.1f} "
+                "ms (lock wait at most "
+                f"{max((k.get('next_turn_lock_wait_ms', 0) for k in recovered), default=0):.1f} "
+                "ms)",
                 {"kills": len(kills), "recovered": len(recovered)},
             ),
         ]
