@@ -22,3 +22,7 @@ if not os.environ.get("AFFECT_MEMORY_HOME"):
     _home = tempfile.mkdtemp(prefix="affect-memory-test-home-")
     os.environ["AFFECT_MEMORY_HOME"] = _home
     atexit.register(shutil.rmtree, _home, ignore_errors=True)
+
+# A developer's own state store ($AFFECT_MEMORY_STATE, maybe a shared PostgreSQL) is never
+# written by the suite: commands under test fall back to DATA_DIR/state.db, a temporary file.
+os.environ.pop("AFFECT_MEMORY_STATE", None)
