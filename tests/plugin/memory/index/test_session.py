@@ -1,0 +1,144 @@
+"""A write that fails part way leaves the index as Chroma (the undo goes through the journal
+too); a write that times out is left pending until it can no longer land; and a live writer's
+journal entries are never settled by anyone else while it holds the user's lock."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plugin.errors import EmbeddingError, StoreError
+from plugin.memory.index import journal, session
+from plugin.memory.records import MemoryRecord
+from plugin.memory.store import ChromaMemory
+from plugin.memory.writes import WRITE_CHUNK
+from plugin.models.embeddings import Embedder
+from tests.plugin.memory.index.consistency import assert_consistent
+
+STAMP = "2025-03-01T12:00:00+00:00"
+
+
+def note(ident: str, text: str, **fields: Any) -> dict[str, Any]:
+    return {"id": ident, "text": text, "user_id": "ann", "timestamp": STAMP, **fields}
+
+
+class FailingOnCall:
+    """The real embedder, failing on its ``fail_on``-th call (a model that breaks mid-batch)."""
+
+    def __init__(self, inner: Embedder, fail_on: int) -> None:
+        self._inner = inner
+        self.calls = 0
+        self.fail_on = fail_on
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def dimension(self) -> int:
+        return self._inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise EmbeddingError("the model broke")
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._inner.embed_query(text)
+
+
+def test_a_failed_add_or_upsert_leaves_the_index_as_chroma_put_back(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    flaky = FailingOnCall(embedder, fail_on=0)
+    batch = [note(f"m{i}", f"note {i} on bees") for i in range(WRITE_CHUNK + 20)]
+    with ChromaMemory(tmp_path / "chroma", embedder=flaky) as memory:
+        memory.add([note("keep", "an older note on bees", recall_count=4)])
+        memory.apply_turn_writes("t", user_id="ann", recalled_ids=["keep"], recalled_at=STAMP)
+        flaky.calls, flaky.fail_on = 0, 2  # the second chunk's embedding fails
+        with pytest.raises(EmbeddingError, match="nothing of this add was kept"):
+            memory.add(batch)
+        assert memory.count("ann") == 1
+        assert_consistent(memory, ("ann",))
+        flaky.fail_on = 0
+        memory.add(batch[:WRITE_CHUNK])
+        flaky.calls, flaky.fail_on = 0, 2
+        replaced = [note("keep", "a replaced note"), *[{**r, "text": "piano"} for r in batch]]
+        with pytest.raises(EmbeddingError, match="nothing of this upsert was kept"):
+            memory.upsert(replaced)
+        assert_consistent(memory, ("ann",))
+        assert memory.index.lexical_search("ann", "piano", 5).ids == []
+        assert memory.get(["keep"], user_id="ann")[0].recall_count == 5  # its count put back
+
+
+def test_a_timed_out_write_stays_pending_until_it_can_no_longer_land(
+    own_chroma_server: tuple[str, int],
+    tmp_path: Path,
+    embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, pid = own_chroma_server
+    monkeypatch.setattr(session, "AMBIGUOUS_GRACE", 1.0)
+    announce = session.WriteSession.announce_writes
+
+    def announce_then_stop(self: session.WriteSession, records: Any) -> None:
+        announce(self, records)
+        os.kill(pid, signal.SIGSTOP)  # the server hangs between the journal and the write
+
+    index = str(tmp_path / "index.sqlite3")
+    with ChromaMemory(url, embedder=embedder, index=index, timeout=1.0) as memory:
+        memory.add([note("m0", "a first note")])
+        monkeypatch.setattr(session.WriteSession, "announce_writes", announce_then_stop)
+        try:
+            with pytest.raises(StoreError, match="did not answer within 1 s"):
+                memory.add([note("m1", "written while the server was stopped")])
+            left = memory.index.audit("ann").pending
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        monkeypatch.setattr(session.WriteSession, "announce_writes", announce)
+        assert left == 1  # not settled: the stopped server may still apply the write
+        assert memory.index.lexical_search("ann", "stopped", 5).ids == []  # nor yet due
+        assert memory.index.audit("ann").pending == 1
+        time.sleep(2.5)  # the timeout and the grace have passed
+        memory.index.lexical_search("ann", "stopped", 5)
+        assert_consistent(memory, ("ann",))
+
+
+def test_a_live_writers_entries_wait_for_it_and_a_dead_ones_are_settled(
+    chroma_server: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    index = str(tmp_path / "index.sqlite3")
+    prefix = f"live{os.getpid()}"
+    with (
+        ChromaMemory(chroma_server, collection=prefix, embedder=embedder, index=index) as writer,
+        ChromaMemory(chroma_server, collection=prefix, embedder=embedder, index=index) as reader,
+    ):
+        writer.add([note("m0", "bees on the roof")])
+        assert reader.index.lexical_search("ann", "bees", 5).ids == ["m0"]
+        collection = writer._collections.of("ann", create=False)
+        record = MemoryRecord.model_validate(note("m1", "more bees in the garden"))
+        with writer.index.writing("ann", collection) as live:
+            live.announce_writes([record])
+            # The reader sees the entry but cannot take the lock: it leaves it to the writer.
+            assert reader.index.lexical_search("ann", "garden", 5).ids == []
+            assert reader.index.audit("ann").pending == 1
+            vectors = embedder.embed_documents([record.text])
+            collection.add(
+                ids=[record.id],
+                documents=[record.text],
+                embeddings=vectors,
+                metadatas=[record.to_metadata()],
+            )
+            live._open.clear()  # the writer dies here: Chroma written, nothing settled
+        # Its lock is gone, so the reader's next read settles the entry by asking Chroma.
+        assert reader.index.lexical_search("ann", "garden", 5).ids == ["m1"]
+        assert_consistent(reader, ("ann",))
+        assert journal.AMBIGUOUS_GRACE > 0
