@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,7 +17,7 @@ import plugin
 from kernel.errors import InvalidInputError
 from plugin.cli import main
 from plugin.cli.formatting import MAX_ERROR_CHARS, error_line
-from plugin.cli.main import BROKEN_PIPE_STATUS
+from plugin.cli.main import BROKEN_PIPE_STATUS, COMMAND_MODULES
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -149,8 +148,8 @@ def _no_model_commands(data: Path) -> list[list[str]]:
         ["mcp", "--help"],
         ["bench", "--help"],
     ]
-    if importlib.util.find_spec("plugin.cli.commands.migrate") is not None:
-        commands.append(["migrate", "--help"])
+    if "migrate" in COMMAND_MODULES:
+        commands += [["migrate", "--help"], ["migrate", *store]]  # already per-user: a no-op
     return commands
 
 
