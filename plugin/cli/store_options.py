@@ -59,7 +59,7 @@ def add_state_argument(parser: argparse.ArgumentParser) -> None:
         "--state",
         metavar="URL",
         default=None,
-        help="the conversation state store: a file path or sqlite:///PATH for one host, "
+        help="the conversation state store: a file path or sqlite:////ABSOLUTE/PATH for one host, "
         "postgresql://USER@HOST:PORT/DB[?schema=NAME] for several (default "
         "$AFFECT_MEMORY_STATE, else DATA_DIR/state.db)",
     )

@@ -67,7 +67,7 @@ class ServerConfig:
     """A Chroma server (``http://host:port``) instead of the embedded store."""
     collection: str = DEFAULT_COLLECTION
     state_url: str | None = None
-    """The state store (``sqlite:///PATH``, a path or ``postgresql://...``); None means
+    """The state store (a path, ``sqlite:////PATH`` or ``postgresql://...``); None means
     ``$AFFECT_MEMORY_STATE``, else ``data_dir/state.db``."""
 
 

@@ -1,7 +1,7 @@
 """Which state store a URL names, and opening it.
 
-``sqlite:///ABSOLUTE/PATH`` (as ``file:///`` URLs are written; ``sqlite:////PATH`` means the
-same), ``sqlite:RELATIVE/PATH`` or a bare path open the embedded ``SQLiteStateStore``;
+``sqlite:///RELATIVE/PATH`` and ``sqlite:////ABSOLUTE/PATH`` (SQLAlchemy's form, as the memory
+index reads it) or a bare path open the embedded ``SQLiteStateStore``;
 ``postgresql://USER@HOST:PORT/DB`` (or ``postgres://``) opens a ``PostgresStateStore``. The
 query string may set the store's own options — ``lock_timeout``, ``busy_timeout`` and
 ``synchronous`` for SQLite; ``schema``, ``lock_timeout``, ``pool_size`` and ``connect_timeout``
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from kernel.errors import InvalidInputError, StateStoreError, shown
 from plugin.data_dir import default_data_dir
@@ -67,7 +67,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _LIBPQ_KEYWORDS = re.compile(
     r"^\s*(host|hostaddr|port|dbname|user|password|service|sslmode)\s*=", re.IGNORECASE
 )
-_FORMS = "sqlite:///PATH, a file path, or postgresql://USER@HOST:PORT/DB"
+_FORMS = "a file path, sqlite:////ABSOLUTE/PATH or postgresql://USER@HOST:PORT/DB"
 
 
 def redacted(url: str) -> str:
@@ -128,7 +128,7 @@ def parse_state_url(url: str | os.PathLike[str], *, source: str = "url") -> Stat
             f"{source} looks like a libpq keyword string, not a file path: write it as a URL, "
             f"postgresql://USER@HOST:PORT/DB, got {shown(redacted(text))}"
         )
-    return StateLocation("sqlite", text)
+    return StateLocation("sqlite", str(Path(text).expanduser()))
 
 
 def _options(
@@ -174,24 +174,27 @@ def _query_pairs(query: str, source: str) -> list[tuple[str, str]]:
 
 
 def _sqlite_url(text: str, source: str) -> StateLocation:
-    parts = urlsplit(text)
-    if parts.fragment or text.endswith("#"):
+    head, _, query = text.partition("?")
+    if "#" in text:
         raise InvalidInputError(
-            f"{source} has a #fragment; write # in a path as %23: {shown(text)}"
+            f"{source} has a #fragment; pass a path with # in it as a bare path: {shown(text)}"
         )
-    if parts.netloc:
+    if not head.lower().startswith("sqlite:///"):
+        slashed = head.lower().startswith("sqlite://")
+        host = head[len("sqlite://") :].partition("/")[0] if slashed else ""
+        where = f"names the host {shown(host)}, but a SQLite file is local" if host else "is not"
         raise InvalidInputError(
-            f"{source} names the host {shown(parts.netloc)}, but a SQLite file is local: write "
-            f"sqlite:///ABSOLUTE/PATH or a bare path, got {shown(text)}"
+            f"{source} {where} a SQLite URL: write sqlite:///RELATIVE/PATH, "
+            f"sqlite:////ABSOLUTE/PATH or a bare path, got {shown(text)}"
         )
-    path = unquote(parts.path)
-    if path.startswith("//"):  # sqlite:////srv/state.db, as SQLAlchemy writes it
-        path = "/" + path.lstrip("/")
+    path = head[len("sqlite:///") :]
     if not path or path == "/":
-        raise InvalidInputError(f"{source} names no file: write sqlite:///PATH, got {shown(text)}")
-    return StateLocation(
-        "sqlite", path, _options(_query_pairs(parts.query, source), SQLITE_OPTIONS, source)
-    )
+        raise InvalidInputError(
+            f"{source} names no file: write sqlite:///RELATIVE/PATH or sqlite:////ABSOLUTE/PATH, "
+            f"got {shown(text)}"
+        )
+    options = _options(_query_pairs(query, source), SQLITE_OPTIONS, source)
+    return StateLocation("sqlite", str(Path(path).expanduser()), options)
 
 
 def _postgres_url(text: str, source: str) -> StateLocation:

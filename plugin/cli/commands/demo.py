@@ -43,7 +43,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--state",
         metavar="URL",
         default=None,
-        help="the state store: a path, sqlite:///PATH or postgresql://USER@HOST:PORT/DB"
+        help="the state store: a path, sqlite:////PATH or postgresql://USER@HOST:PORT/DB"
         "[?schema=NAME], with a fresh conversation id (default $AFFECT_MEMORY_STATE, else a "
         "fresh DATA_DIR/demo/state.db)",
     )

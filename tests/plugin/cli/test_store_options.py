@@ -92,13 +92,13 @@ def test_a_sqlite_file_of_a_newer_schema_exits_2_with_one_line(
 ) -> None:
     db = _newer_sqlite_file(tmp_path)
     if command == "bench engine":  # it measures SQLite in files of its own
-        argv = [*COMMANDS[command](tmp_path), "--state", f"sqlite://{db}"]
+        argv = [*COMMANDS[command](tmp_path), "--state", f"sqlite:///{db}"]
         assert main(argv) == 2
         assert "bench engine measures SQLite in a temporary directory" in _one_error_line(
             capsys, command
         )
         return
-    assert main([*COMMANDS[command](tmp_path), "--state", f"sqlite://{db}"]) == 2
+    assert main([*COMMANDS[command](tmp_path), "--state", f"sqlite:///{db}"]) == 2
     assert f"{db} has schema version 99" in _one_error_line(capsys, command)
 
 

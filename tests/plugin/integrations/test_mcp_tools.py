@@ -106,7 +106,7 @@ async def test_the_server_keeps_conversation_state_where_its_state_url_says(
 ) -> None:
     with ExitStack() as stack:
         if kind == "sqlite":
-            state_url = f"sqlite://{tmp_path}/elsewhere.db"
+            state_url = f"sqlite:///{tmp_path}/elsewhere.db"
         else:
             require_psycopg()
             url = server_url()

@@ -1,4 +1,4 @@
-"""A state URL picks the store: ``sqlite:///PATH`` or a bare path, ``postgresql://...``; the
+"""A state URL picks the store: ``sqlite:////PATH`` or a bare path, ``postgresql://...``; the
 default is ``$AFFECT_MEMORY_STATE``, else ``DATA_DIR/state.db``; every bad URL is one line."""
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ def _contents(db: Path) -> list[str]:
         ("state.db", "state.db"),
         ("dir/state.db", "dir/state.db"),
         ("/srv/affect/state.db", "/srv/affect/state.db"),
-        ("sqlite:///srv/affect/state.db", "/srv/affect/state.db"),
+        ("sqlite:///dir/state.db", "dir/state.db"),
         ("sqlite:////srv/affect/state.db", "/srv/affect/state.db"),
-        ("SQLITE:///srv/affect/state.db", "/srv/affect/state.db"),
-        ("sqlite:dir/state.db", "dir/state.db"),
-        ("sqlite:///srv/my%20dir/state%23.db", "/srv/my dir/state#.db"),
-        ("  sqlite:///srv/state.db\r\n", "/srv/state.db"),
+        ("SQLITE:////srv/affect/state.db", "/srv/affect/state.db"),
+        ("sqlite:////srv/my dir/state%.db", "/srv/my dir/state%.db"),
+        ("  sqlite:////srv/state.db\r\n", "/srv/state.db"),
         ("a:b.db", "a:b.db"),
     ],
 )
@@ -103,7 +102,8 @@ def test_a_postgresql_url_keeps_libpq_parameters_and_takes_the_stores_own() -> N
         ("http://127.0.0.1:8000", "unknown scheme 'http'"),
         ("sqlite://db.example/state.db", "names the host 'db.example'"),
         ("sqlite:///", "names no file"),
-        ("sqlite:", "names no file"),
+        ("sqlite:////", "names no file"),
+        ("sqlite:state.db", "is not a SQLite URL: write sqlite:///RELATIVE/PATH"),
         ("sqlite:///srv/s.db#x", "#fragment"),
         ("sqlite:///srv/s.db?timeout=3", "unknown option 'timeout'; known: lock_timeout"),
         ("sqlite:///srv/s.db?lock_timeout=soon", "lock_timeout must be a number of seconds"),
@@ -133,9 +133,15 @@ def test_a_path_object_is_a_sqlite_file(tmp_path: Path) -> None:
     assert parse_state_url(tmp_path / "x?.db").target == str(tmp_path / "x?.db")
 
 
+def test_a_home_directory_is_expanded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert parse_state_url("~/state.db").target == str(tmp_path / "state.db")
+    assert parse_state_url("sqlite:///~/state.db").target == str(tmp_path / "state.db")
+
+
 async def test_open_state_store_opens_sqlite_by_url_and_by_path(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
-    by_url = open_state_store(f"sqlite://{db}?lock_timeout=7")
+    by_url = open_state_store(f"sqlite:///{db}?lock_timeout=7")
     by_path = open_state_store(db)
     try:
         assert isinstance(by_url, SQLiteStateStore) and by_url.lock_timeout == 7.0
@@ -162,7 +168,7 @@ async def test_without_a_url_the_store_is_the_environments_else_the_data_dirs(
     from_home = open_state_store()
     assert from_home.path == tmp_path / "elsewhere" / "state.db"  # type: ignore[union-attr]
     from_home.close()
-    monkeypatch.setenv(STATE_ENV, f"sqlite://{tmp_path}/chosen.db")
+    monkeypatch.setenv(STATE_ENV, f"sqlite:///{tmp_path}/chosen.db")
     chosen = open_state_store(data_dir=tmp_path / "home")
     try:
         assert chosen.path == tmp_path / "chosen.db"  # type: ignore[union-attr]
@@ -205,7 +211,7 @@ def test_a_sqlite_file_of_a_newer_schema_is_refused_in_one_line(tmp_path: Path) 
     with sqlite3.connect(db) as connection:
         connection.execute("PRAGMA user_version = 9")
     with pytest.raises(StateStoreError, match="schema version 9") as caught:
-        open_state_store(f"sqlite://{db}", source="--state")
+        open_state_store(f"sqlite:///{db}", source="--state")
     assert "\n" not in str(caught.value)
 
 
