@@ -4,6 +4,7 @@ forget, stats, chat, mcp) and the conversation state (chat, mcp, demo, bench).""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ __all__ = [
     "add_state_argument",
     "add_store_arguments",
     "default_data_dir",
+    "index_setting",
     "open_memory",
     "open_state",
 ]
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--data-dir``, ``--chroma``, ``--collection`` and ``--timeout``."""
+    """Add ``--data-dir``, ``--chroma``, ``--collection``, ``--timeout`` and ``--index``."""
     from plugin.memory.layout import DEFAULT_COLLECTION
     from plugin.memory.location import DEFAULT_TIMEOUT
 
@@ -51,6 +53,14 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"longest wait for one Chroma server request (default {DEFAULT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--index",
+        metavar="URL",
+        default=None,
+        help="the memory index (lexical search and recall counts): postgresql://USER@HOST/DB"
+        "[?schema=NAME] for several hosts, or a SQLite file path (default $AFFECT_MEMORY_INDEX, "
+        "else a file in the embedded store, or in DATA_DIR beside a --chroma server: one host)",
+    )
 
 
 def add_state_argument(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +84,14 @@ def open_state(args: argparse.Namespace) -> Any:
     return open_state_store(data_dir=args.data_dir or default_data_dir())
 
 
+def index_setting(args: argparse.Namespace) -> str | None:
+    """``--index``, else ``$AFFECT_MEMORY_INDEX``, else None (the store's default index)."""
+    from plugin.memory.index.opening import INDEX_ENV
+
+    chosen = getattr(args, "index", None)
+    return chosen if chosen is not None else os.environ.get(INDEX_ENV) or None
+
+
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
     from plugin.errors import StoreError
@@ -91,4 +109,15 @@ def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
         location = (args.data_dir or default_data_dir()) / "chroma"
     timeout = getattr(args, "timeout", None)
     options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-    return ChromaMemory(location, collection=args.collection, create=create, **options)
+    index = index_setting(args)
+    if index is not None:  # a malformed setting is one line naming where it came from
+        from plugin.memory.index.opening import resolve_index
+
+        source = "--index" if getattr(args, "index", None) is not None else "$AFFECT_MEMORY_INDEX"
+        try:
+            resolve_index(index, parse_location(str(location)))
+        except StoreError as error:
+            raise StoreError(f"{source}: {error}") from None
+    return ChromaMemory(
+        location, collection=args.collection, create=create, index=index, **options
+    )

@@ -69,6 +69,8 @@ class ServerConfig:
     state_url: str | None = None
     """The state store (a path, ``sqlite:////PATH`` or ``postgresql://...``); None means
     ``$AFFECT_MEMORY_STATE``, else ``data_dir/state.db``."""
+    index_url: str | None = None
+    """The memory index (``postgresql://...`` or a SQLite path); None: the store's default."""
 
 
 def memory_id(user_id: str, text: str, timestamp: str) -> str:
@@ -298,7 +300,13 @@ async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIter
     async with AsyncExitStack() as stack:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         memory = stack.enter_context(
-            ChromaMemory(location, collection=config.collection, embedder=model, progress=False)
+            ChromaMemory(
+                location,
+                collection=config.collection,
+                embedder=model,
+                progress=False,
+                index=config.index_url,
+            )
         )
         store = open_state_store(
             config.state_url,

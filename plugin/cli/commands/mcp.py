@@ -11,6 +11,7 @@ from plugin.cli.store_options import (
     add_state_argument,
     add_store_arguments,
     default_data_dir,
+    index_setting,
     open_state,
 )
 
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         chroma_url=args.chroma,
         collection=args.collection,
         state_url=args.state,
+        index_url=index_setting(args),
     )
     asyncio.run(build_server(config, log_level=args.log_level).run_stdio_async())
     return 0

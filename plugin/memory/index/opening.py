@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from plugin.data_dir import DATA_DIR_ENV, default_data_dir
 from plugin.errors import StoreError
 from plugin.memory.index.backend import Backend
 from plugin.memory.location import IN_MEMORY, StoreLocation
@@ -40,10 +41,6 @@ INDEX_FILE = "affect-memory-index.sqlite3"
 INDEX_ENV = "AFFECT_MEMORY_INDEX"
 """Environment variable the CLI reads the index from when ``--index`` is not given."""
 
-DATA_DIR_ENV = "AFFECT_MEMORY_HOME"
-"""The data directory a server store's default index lives in."""
-
-
 @dataclass(frozen=True, slots=True)
 class IndexTarget:
     """A parsed index setting."""
@@ -59,13 +56,9 @@ class IndexTarget:
             return IN_MEMORY
         if self.kind == "file":
             return str(self.path)
-        from plugin.state.postgres_connections import redacted
+        from plugin.state.location import redacted
 
         return f"{redacted(self.url or '')} (schema {self.schema})"
-
-
-def _data_dir() -> Path:
-    return Path(os.environ.get(DATA_DIR_ENV) or ".affect-memory")
 
 
 def _default(location: StoreLocation) -> IndexTarget:
@@ -75,7 +68,7 @@ def _default(location: StoreLocation) -> IndexTarget:
         assert location.path is not None
         return IndexTarget("file", path=location.path / INDEX_FILE)
     server = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{location.host}-{location.port}")
-    return IndexTarget("file", path=_data_dir() / f"memory-index-{server}.sqlite3")
+    return IndexTarget("file", path=default_data_dir() / f"memory-index-{server}.sqlite3")
 
 
 def _postgres(spec: str) -> IndexTarget:
@@ -112,8 +105,11 @@ def resolve_index(spec: str | os.PathLike[str] | None, location: StoreLocation) 
             )
         return IndexTarget("file", path=Path(spec[len("sqlite:///") :]).expanduser())
     if "://" in spec:
+        from plugin.state.location import redacted
+
         raise StoreError(
-            f"index must be postgresql://..., sqlite:///PATH, a path or ':memory:', got {spec!r}"
+            "index must be postgresql://..., sqlite:///PATH, a path or ':memory:', got "
+            f"{redacted(spec)!r}"
         )
     path = Path(spec).expanduser()
     if path.is_dir():

@@ -160,3 +160,46 @@ def test_the_demo_commits_to_the_postgresql_schema_the_url_names(
     assert len(roles) >= 2 and [role for (role,) in roles[:2]] == ["user", "assistant"]
     assert run_sql(url, f'SELECT count(*) FROM "{schema}".conversations') == [(1,)]
     assert not (tmp_path / "demo" / "state.db").exists()
+
+
+# ---------------------------------------------------------------- --index / $AFFECT_MEMORY_INDEX
+
+SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "sample_memories.jsonl"
+
+
+def test_the_memory_commands_use_the_index_that_index_or_the_environment_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plugin.memory.index.opening import INDEX_ENV, INDEX_FILE
+
+    index = tmp_path / "elsewhere" / "index.sqlite3"
+    home = ["--data-dir", str(tmp_path)]
+    assert main(["ingest", str(SAMPLE), *home, "--index", str(index), "--no-progress"]) == 0
+    assert index.exists() and not (tmp_path / "chroma" / INDEX_FILE).exists()
+    capsys.readouterr()
+    monkeypatch.setenv(INDEX_ENV, f"sqlite:///{index}")
+    assert main(["recall", "Where do I live now?", "--user-id", "alice", *home, "--json"]) == 0
+    assert "alice-home-new" in capsys.readouterr().out
+    assert not (tmp_path / "chroma" / INDEX_FILE).exists()  # the environment's index was used
+
+
+@pytest.mark.parametrize(
+    ("setting", "source"), [("flag", "--index"), ("environment", "$AFFECT_MEMORY_INDEX")]
+)
+def test_a_bad_index_exits_2_with_one_line_naming_where_it_came_from(
+    setting: str,
+    source: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from plugin.memory.index.opening import INDEX_ENV
+
+    argv = ["stats", "--data-dir", str(tmp_path)]
+    if setting == "flag":
+        argv += ["--index", "mysql://me:s3cret@db/affect"]
+    else:
+        monkeypatch.setenv(INDEX_ENV, "mysql://me:s3cret@db/affect")
+    assert main(argv) == 2
+    line = _one_error_line(capsys, "stats")
+    assert f"{source}: index must be postgresql://" in line and "s3cret" not in line
