@@ -3,6 +3,7 @@
 BENCHMARK_MODULES: tuple[str, ...] = (
     "engine",
     "fleet",
+    "index",
     "ingest",
     "locomo",
     "recall",

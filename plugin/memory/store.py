@@ -143,6 +143,7 @@ class ChromaMemory:
                 self._collections,
                 self._prefix,
                 chroma_timeout=self._timeout,
+                observer=self._observer,
             )
         except BaseException:
             self._collections.close()

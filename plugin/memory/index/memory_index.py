@@ -38,9 +38,13 @@ from plugin.memory.index.sync import SyncReport, backfill, reconcile
 from plugin.memory.layout import user_collection_name
 from plugin.memory.results import check_ids, check_user
 
-__all__ = ["DEFAULT_LOCK_TIMEOUT", "IndexAudit", "MemoryIndex"]
+__all__ = ["DEFAULT_LOCK_TIMEOUT", "INDEX_STAGES", "IndexAudit", "MemoryIndex"]
 
 _T = TypeVar("_T")
+
+INDEX_STAGES = ("index_announce", "index_settle")
+"""Stages a ``ChromaMemory`` observer sees for each write: the journal transaction before the
+Chroma call and the settling one after it, in seconds."""
 
 DEFAULT_LOCK_TIMEOUT = 30.0
 """Seconds a writer waits for another writer of the same user."""
@@ -78,13 +82,16 @@ class MemoryIndex:
         *,
         chroma_timeout: float,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        observer: Callable[[str, float], None] | None = None,
     ) -> None:
-        """Serve ``collections`` (named under ``prefix``) from ``backend``."""
+        """Serve ``collections`` (named under ``prefix``) from ``backend``; ``observer`` sees
+        each write's ``INDEX_STAGES``."""
         self.backend = backend
         self.collections = collections
         self.chroma_timeout = chroma_timeout
         self.lock_timeout = lock_timeout
         self._prefix = prefix
+        self._observer = observer
         self._ready: set[str] = set()
         self._keys: dict[str, tuple[int, str]] = {}
         self._guard = threading.Lock()
@@ -106,6 +113,16 @@ class MemoryIndex:
             name = user_collection_name(self._prefix, user_id)
             cached = self._keys[user_id] = (user_key(name), name)
         return cached
+
+    def timed_write(self, stage: str, work: Callable[[Tx], _T]) -> _T:
+        """``backend.write(work)``, its duration reported to the observer as ``stage``."""
+        if self._observer is None:
+            return self.backend.write(work)
+        start = time.perf_counter()
+        try:
+            return self.backend.write(work)
+        finally:
+            self._observer(stage, time.perf_counter() - start)
 
     # ---------------------------------------------------------------- settling
 

@@ -99,7 +99,9 @@ class WriteSession:
             )
 
     def _announce(self, op: Any, items: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        self._index.backend.write(lambda tx: announce(tx, self._key, op, items, due=0.0))
+        self._index.timed_write(
+            "index_announce", lambda tx: announce(tx, self._key, op, items, due=0.0)
+        )
         for memory_id, intent in items:
             self._open[memory_id] = Entry(memory_id, op, intent)
 
@@ -116,7 +118,7 @@ class WriteSession:
             put_docs(tx, self._key, docs)
             settle(tx, self._key, ids)
 
-        self._index.backend.write(work)
+        self._index.timed_write("index_settle", work)
         self._closed(ids)
 
     def announce_forget(self, ids: Sequence[str]) -> None:
@@ -130,7 +132,7 @@ class WriteSession:
             remove_docs(tx, self._key, ids)
             settle(tx, self._key, ids)
 
-        self._index.backend.write(work)
+        self._index.timed_write("index_settle", work)
         self._closed(ids)
 
     def announce_resync(self, ids: Sequence[str]) -> None:

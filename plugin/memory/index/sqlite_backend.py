@@ -1,8 +1,10 @@
 """The index in SQLite: a file (WAL, short transactions, flock user locks) or in memory.
 
 A file serves the processes of one host: readers never wait (WAL), a writer takes the file's
-write lock with ``BEGIN IMMEDIATE`` for one short transaction, and commits are durable
-(``synchronous=FULL``). User locks are ``flock``s on one small file per user in
+write lock with ``BEGIN IMMEDIATE`` for one short transaction. Durability is the state
+store's: WAL with ``synchronous=NORMAL``, so a commit survives the process being killed; an
+OS crash or power cut may roll back the last commits (never half of one), after which
+``MemoryIndex.sync()`` re-checks every user against Chroma. User locks are ``flock``s on one small file per user in
 ``<index>.locks/``, released by the kernel when their process dies.
 
 ``":memory:"`` is one in-memory database per process, shared by every in-memory index of the
@@ -132,7 +134,7 @@ class SQLiteBackend:
             )
             connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")
+            connection.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as error:
             raise StoreUnavailableError(
                 f"cannot open the memory index {self._path}: {error}"
