@@ -19,7 +19,6 @@ of the evidence, and how many evidence memories the default candidate pool holds
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +41,7 @@ from plugin.bench.locomo_metrics import (
 from plugin.bench.plain_bm25 import PlainBm25
 from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, DENSE_RECALL, RecallSettings
 from plugin.memory.store import ChromaMemory
+from plugin.models.cache import cache_dir
 from plugin.models.embeddings import default_embedder
 
 __all__ = [
@@ -248,8 +248,7 @@ def measure_locomo(
 
 
 def _default_cache() -> Path:
-    home = os.environ.get("AFFECT_MEMORY_HOME") or ".affect-memory"
-    return Path(home) / "bench" / "locomo-embeddings"
+    return cache_dir() / "bench-locomo"
 
 
 def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -283,7 +282,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=Path,
         default=None,
         metavar="DIR",
-        help="where the embeddings are cached (default $AFFECT_MEMORY_HOME/bench/locomo-...)",
+        help="where the embeddings are cached (default: the user cache, bench-locomo)",
     )
     parser.add_argument(
         "--keep", type=Path, default=None, metavar="DIR", help="keep (or reuse) the store in DIR"

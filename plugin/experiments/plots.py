@@ -15,7 +15,14 @@ from matplotlib.figure import Figure
 
 from plugin.experiments.metrics import RankingMetrics
 
-__all__ = ["delta_bars", "metric_bars", "rank_scatter", "recovery_bars", "sweep_line"]
+__all__ = [
+    "category_lines",
+    "delta_bars",
+    "metric_bars",
+    "rank_scatter",
+    "recovery_bars",
+    "sweep_line",
+]
 
 Metric = Literal["mrr", "recall_at_1", "recall_at_5"]
 _LABELS: dict[str, str] = {"mrr": "MRR", "recall_at_1": "recall@1", "recall_at_5": "recall@5"}
@@ -131,4 +138,30 @@ def recovery_bars(
         axes.bar(["true", "fitted"], [truth[name], fitted[name]], color=["tab:grey", "tab:blue"])
         axes.set_title(name, fontsize="small")
     figure.suptitle(title)
+    return figure
+
+
+def category_lines(
+    categories: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    xlabel: str,
+    ylabel: str = "MRR@10",
+    title: str = "",
+) -> Figure:
+    """One line (with markers) per named series over ordered categories, e.g. age buckets;
+    a missing value (None) leaves a gap."""
+    figure = Figure(figsize=(7.5, 4.2), layout="constrained")
+    axes = figure.subplots()
+    positions = np.arange(len(categories))
+    for name, values in series.items():
+        points = np.array([np.nan if value is None else value for value in values], dtype=float)
+        axes.plot(positions, points, marker="o", label=name)
+    axes.set_xticks(positions, categories)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_ylim(0, 1)
+    axes.set_title(title)
+    axes.legend(fontsize="small", loc="upper right")
+    axes.grid(alpha=0.3)
     return figure

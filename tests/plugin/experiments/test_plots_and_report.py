@@ -31,6 +31,7 @@ def _png(figure: Figure) -> bytes:
         lambda: plots.rank_scatter([1, 3], [2, 1], ["x", "y"], before_label="b",
                                    after_label="a"),
         lambda: plots.recovery_bars({"w": 1.0}, {"w": 0.9}),
+        lambda: plots.category_lines(["0-7 d", "7-30 d"], {"s": [0.4, None]}, xlabel="age"),
     ],
 )
 def test_every_plot_renders_to_png(figure: object) -> None:
