@@ -96,9 +96,9 @@ def test_a_store_filled_by_sentence_transformers_is_recalled_on_onnx(
     with ChromaMemory(tmp_path / "chroma", progress=False) as reopened:
         assert isinstance(reopened.embedder, OnnxEmbedder)
         after = reopened.recall("tell me about my pet", "alice", now=now, top_k=3)
-    assert [hit.id for hit in after.hits] == [hit.id for hit in before.hits]
-    assert after.hits[0].id == "m0"
-    for new, old_hit in zip(after.hits, before.hits, strict=True):
+    assert [hit.id for hit in after.results] == [hit.id for hit in before.results]
+    assert after.results[0].id == "m0"
+    for new, old_hit in zip(after.results, before.results, strict=True):
         assert new.distance == pytest.approx(old_hit.distance, abs=1e-5)
 
 
