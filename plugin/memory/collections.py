@@ -94,13 +94,18 @@ def _space(collection: Any) -> object:
 
 
 def migrate_command(location: StoreLocation, prefix: str) -> str:
-    """The ``affect-memory migrate`` command line that moves this store's old layout."""
+    """How to move this store's old layout: the ``affect-memory migrate`` command, quoted."""
     named = "" if prefix == DEFAULT_COLLECTION else f" --collection {prefix}"
     if location.kind == "http":
-        return f"affect-memory migrate --chroma {location.describe()}{named}"
+        return f"`affect-memory migrate --chroma {location.describe()}{named}`"
     if location.kind == "path" and location.path is not None and location.path.name == "chroma":
-        return f"affect-memory migrate --data-dir {location.path.parent}{named}"
-    return f"affect-memory migrate --store {location.describe()}{named}"
+        return f"`affect-memory migrate --data-dir {location.path.parent}{named}`"
+    if location.kind == "memory":  # no command reaches another process's in-memory store
+        return (
+            f"`plugin.migrate_store(':memory:', collection={prefix!r})` (the Python form of "
+            "`affect-memory migrate`)"
+        )
+    return f"`affect-memory migrate --store {location.describe()}{named}`"
 
 
 def recorded_embedder(collection: Any) -> str | None:
@@ -214,8 +219,8 @@ class UserCollections:
                 if sample["ids"] and "user_id" in (sample["metadatas"][0] or {}):
                     raise LegacyLayoutError(
                         f"{where} keeps memories in the old layout, every user in one collection "
-                        f"{self._prefix!r}; run `{migrate_command(self._location, self._prefix)}`"
-                        " to move them into one collection per user"
+                        f"{self._prefix!r}; run {migrate_command(self._location, self._prefix)} "
+                        "to move them into one collection per user"
                     )
         if create:
             return

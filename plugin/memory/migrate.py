@@ -28,6 +28,7 @@ store is next opened.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -46,7 +47,7 @@ from plugin.memory.collections import (
     recorded_embedder,
 )
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, is_user_collection
-from plugin.memory.location import DEFAULT_TIMEOUT, StoreLocation, check_timeout
+from plugin.memory.location import DEFAULT_TIMEOUT, StoreLocation, check_timeout, parse_location
 from plugin.memory.results import check_user
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "MIGRATION_PAGE",
     "MigrationReport",
     "migrate_store",
+    "remove_collection",
 ]
 
 MIGRATION_PAGE = 1_000
@@ -134,7 +136,7 @@ class _TqdmStep:
 
 
 def migrate_store(
-    location: StoreLocation,
+    location: StoreLocation | str | os.PathLike[str],
     *,
     collection: str = DEFAULT_COLLECTION,
     timeout: float = DEFAULT_TIMEOUT,
@@ -145,6 +147,8 @@ def migrate_store(
     user; resumable, and a no-op on a store already migrated."""
     from chromadb.errors import NotFoundError
 
+    if not isinstance(location, StoreLocation):
+        location = parse_location(location)
     prefix = check_prefix(collection)
     timeout = check_timeout(timeout)
     if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= 5_000:
@@ -251,14 +255,31 @@ def _migrate(
                 old_ids.setdefault(_owner(ident, meta, where), set()).add(ident)
         _verify(users, old_ids, report, exact=False)
     with bar("migrate: remove old", total) as step, users.backend("remove the old collection"):
-        while True:
-            got = old.get(limit=page, include=[])
-            if not got["ids"]:
-                break
-            old.delete(ids=list(got["ids"]))
-            step(len(got["ids"]))
-        users.client.delete_collection(report.collection)
+        remove_collection(users.client, old, page=page, step=step)
     report.removed = True
+
+
+def remove_collection(
+    client: Any,
+    collection: Any,
+    *,
+    page: int = MIGRATION_PAGE,
+    step: Callable[[int], None] | None = None,
+) -> None:
+    """Delete a collection's records page by page, then the collection.
+
+    chromadb 1.5.9's ``delete_collection`` leaves list-valued metadata behind, and the next
+    rows written to any collection can inherit it (chroma#7594): deleting the records first
+    leaves nothing to inherit.
+    """
+    while True:
+        got = collection.get(limit=page, include=[])
+        if not got["ids"]:
+            break
+        collection.delete(ids=list(got["ids"]))
+        if step is not None:
+            step(len(got["ids"]))
+    client.delete_collection(collection.name)
 
 
 def _backend_pages(

@@ -21,7 +21,7 @@ import pytest
 from plugin.errors import LegacyLayoutError, MigrationError, StoreError
 from plugin.memory.collections import DEFAULT_HNSW
 from plugin.memory.location import open_client, parse_location
-from plugin.memory.migrate import MIGRATED_KEY, migrate_store
+from plugin.memory.migrate import MIGRATED_KEY, migrate_store, remove_collection
 from plugin.memory.rows import rows_of
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import SentenceTransformerEmbedder
@@ -61,23 +61,22 @@ def _corpus() -> list[dict[str, Any]]:
 def reference(
     tmp_path_factory: pytest.TempPathFactory, embedder: SentenceTransformerEmbedder
 ) -> dict[str, Any]:
-    """A per-user store of the corpus with turn writes applied, its rows, and its recall."""
+    """A per-user store of the corpus (some rows with recall counts), its rows as the old
+    layout kept them, and its recall."""
     path = tmp_path_factory.mktemp("reference")
     records = _corpus()
     with ChromaMemory(path, embedder=embedder) as memory:
         memory.add(records)
         users = sorted({r["user_id"] for r in records})
-        for turn, user in enumerate(users):  # list-valued metadata (recall_turns) on some rows
-            ids = [c.id for c in memory.candidates("Where do I live?", user)[:3]]
-            memory.apply_turn_writes(
-                f"t{turn}", user_id=user, recalled_ids=ids, recalled_at=REFERENCE
-            )
         rows: dict[str, dict[str, Any]] = {}
         with _client(path) as client:
             for user in users:
                 rows[user] = client.get_collection(memory.collection_for(user)).get(
                     include=["documents", "metadatas", "embeddings"]
                 )
+                # The old release's turn writes left list-valued metadata on recalled rows.
+                for number, meta in enumerate(rows[user]["metadatas"][:3]):
+                    meta["recall_turns"] = [f"turn-{number}", "turn-x"]
         results = _recall(memory, users)
     return {"rows": rows, "users": users, "results": results, "embedder": embedder.name}
 
@@ -211,21 +210,31 @@ def test_an_old_store_is_refused_until_migrated_then_recalls_as_before(
     assert again.status == "nothing" and again.users == report.users
 
 
-def test_no_list_metadata_of_the_old_collection_leaks_into_a_new_users_memory(
-    tmp_path: Path, reference: dict[str, Any], embedder: SentenceTransformerEmbedder
+def test_removing_the_old_collection_leaves_no_list_metadata_for_the_next_rows(
+    tmp_path: Path,
 ) -> None:
-    """chroma#7594: delete_collection leaves list-valued metadata (recall_turns) behind for the
-    next collection's rows; migrate deletes the old rows first."""
-    _build_legacy(tmp_path, reference)
-    migrate_store(parse_location(str(tmp_path)), progress=False)
-    with _client(tmp_path) as client, ChromaMemory(tmp_path, embedder=embedder) as memory:
-        memory.add([record(f"n{i}", f"new note {i}", user=f"newcomer-{i}") for i in range(40)])
-        for i in range(40):
-            got = client.get_collection(memory.collection_for(f"newcomer-{i}")).get(
-                include=["metadatas"]
-            )
-            assert "recall_turns" not in got["metadatas"][0], got["metadatas"][0]
-            assert memory.get([f"n{i}"], user_id=f"newcomer-{i}")[0].recall_count == 0
+    """chroma#7594: after a plain delete_collection, the next row written anywhere inherited
+    the deleted rows' lists (here bob's first memory came back with alice's recall_turns);
+    migrate deletes the records first."""
+    with _client(tmp_path) as client:
+        old = client.create_collection(
+            "memories", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+        )
+        old.add(
+            ids=["a", "b"],
+            embeddings=[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]],
+            documents=["x", "y"],
+            metadatas=[{"user_id": "alice", "recall_turns": ["secret-turn"]},
+                       {"user_id": "alice", "recall_turns": ["t2"]}],
+        )  # fmt: skip
+        remove_collection(client, old, page=1)
+        new = client.create_collection(
+            "bob", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+        )
+        new.add(ids=["z"], embeddings=[[0.0, 0.0, 1.0]], documents=["bob"],
+                metadatas=[{"user_id": "bob"}])  # fmt: skip
+        assert new.get(include=["metadatas"])["metadatas"] == [{"user_id": "bob"}]
+        assert "memories" not in {c.name for c in client.list_collections()}
 
 
 # ---------------------------------------------------------------- killed at random points
