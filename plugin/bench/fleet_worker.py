@@ -143,10 +143,16 @@ async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
     embedder = TimedEmbedder(make_embedder())
     observed: defaultdict[str, float] = defaultdict(float)
     options: dict[str, Any] = {} if config.index_url is None else {"index": config.index_url}
+
+    def observe_memory(stage: str, seconds: float) -> None:
+        if stage in JOURNAL_STAGES:  # the index's write journal around each Chroma write
+            observed["index"] += seconds
+
     memory = ChromaMemory(
         config.chroma_url,
         collection=config.collection,
         embedder=embedder,
+        observer=observe_memory,
         timeout=60.0,
         progress=False,
         **options,
@@ -233,6 +239,9 @@ async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
 INDEX_CALLS = ("lexical_search", "rehearsal", "newest_epoch", "record_recalls")
 """The memory index's calls on a turn's path, timed as the index's share."""
 
+JOURNAL_STAGES = ("index_announce", "index_settle")
+"""The memory's observer stages of the index's write journal (the reads are timed as calls)."""
+
 
 def _time_index(memory: Any, observed: defaultdict[str, float]) -> None:
     """Time the memory index's turn-path calls on this memory's index object, if it has one."""
@@ -286,10 +295,10 @@ class _TurnMeter:
 
         state: the store's lock wait, load, commit and marking the outbox item applied (the
         effects lap less applying it); index: the memory index's lexical search, recall
-        counts, newest times and recall increments (``INDEX_CALLS``); embedding: the embedder;
-        Chroma read: retrieval less its embedding and index calls (so with the client's row
-        mapping); Chroma write: applying the turn's writes less theirs (so with the index's
-        write journal around each Chroma write); engine: the rest (gate, ranking, appraisal,
+        counts, newest times and recall increments (``INDEX_CALLS``) and its write journal
+        (``JOURNAL_STAGES``); embedding: the embedder; Chroma read: retrieval
+        less its embedding and index time (so with the client's row mapping); Chroma write:
+        applying the turn's writes less theirs; engine: the rest (gate, ranking, appraisal,
         prompt, bookkeeping).
         """
         laps, end = self.laps, self._totals()

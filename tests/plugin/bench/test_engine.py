@@ -66,3 +66,30 @@ def test_a_bad_turn_count_is_a_usage_error() -> None:
     )
     assert completed.returncode == 2
     assert "--turns" in completed.stderr
+
+
+def test_the_engine_bench_measures_a_postgresql_server_in_a_schema_it_drops() -> None:
+    from tests.plugin.state.postgres_fixture import (
+        require_psycopg,
+        run_sql,
+        server_url,
+        temporary_schema,
+    )
+
+    require_psycopg()
+    url = server_url()
+    with temporary_schema(url) as schema:
+        completed = subprocess.run(
+            [sys.executable, "-m", "plugin.cli", "bench", "engine", "--quick", "--json",
+             "--state", f"{url}?schema={schema}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )  # fmt: skip
+        assert completed.returncode == 0, completed.stderr
+        assert run_sql(url, "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)) == []
+    measured = json.loads(completed.stdout)
+    assert measured["store"] == "postgresql"
+    assert [run["turns"] for run in measured["runs"]] == [30, 120]
