@@ -4,8 +4,8 @@ A file serves the processes of one host: readers never wait (WAL), a writer take
 write lock with ``BEGIN IMMEDIATE`` for one short transaction. Durability is the state
 store's: WAL with ``synchronous=NORMAL``, so a commit survives the process being killed; an
 OS crash or power cut may roll back the last commits (never half of one), after which
-``MemoryIndex.sync()`` re-checks every user against Chroma. User locks are ``flock``s on one small file per user in
-``<index>.locks/``, released by the kernel when their process dies.
+``MemoryIndex.sync()`` re-checks every user against Chroma. User locks are ``flock``s on one
+small file per user in ``<index>.locks/``, released by the kernel when their process dies.
 
 ``":memory:"`` is one in-memory database per process, shared by every in-memory index of the
 process while one is open (like Chroma's in-process store, which it mirrors), used through
