@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +37,54 @@ def term_score(tf: int, length: int, avg_length: float, term_idf: float) -> floa
     return term_idf * tf * (K1 + 1.0) / (tf + norm)
 
 
+@dataclass(frozen=True, slots=True)
+class TermPostings:
+    """One term's postings in a user's index: documents ascending, their tf and lengths."""
+
+    doc_keys: npt.NDArray[np.int64]
+    tf: npt.NDArray[np.float64]
+    lengths: npt.NDArray[np.float64]
+
+    def __len__(self) -> int:
+        """The term's document frequency."""
+        return len(self.doc_keys)
+
+
+def score_terms(
+    postings: Sequence[TermPostings], n_docs: int, total_length: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """BM25 of every document in ``postings`` (one entry per distinct query term, in the
+    query's order): (doc keys ascending, scores)."""
+    present = [term for term in postings if len(term)]
+    if not present or n_docs <= 0 or total_length <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    df = np.asarray([len(term) for term in present], dtype=np.float64)
+    idfs = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    avg_length = total_length / n_docs
+    doc_keys, slot = np.unique(
+        np.concatenate([term.doc_keys for term in present]), return_inverse=True
+    )
+    scores = np.zeros(len(doc_keys), dtype=np.float64)
+    start = 0
+    for index, term in enumerate(present):
+        norm = K1 * (1.0 - B + B * term.lengths / avg_length)
+        weights = idfs[index] * term.tf * (K1 + 1.0) / (term.tf + norm)
+        scores[slot[start : start + len(term)]] += weights
+        start += len(term)
+    return doc_keys.astype(np.int64), scores
+
+
+def postings_of(rows: Sequence[tuple[int, int, int]]) -> TermPostings:
+    """One term's postings from ``(doc key, tf, length)`` rows in any order."""
+    keys = np.fromiter((row[0] for row in rows), np.int64, len(rows))
+    order = np.argsort(keys, kind="stable")
+    return TermPostings(
+        keys[order],
+        np.fromiter((row[1] for row in rows), np.float64, len(rows))[order],
+        np.fromiter((row[2] for row in rows), np.float64, len(rows))[order],
+    )
+
+
 def score_postings(
     terms: Sequence[str],
     rows: Sequence[tuple[str, int, int, int]],
@@ -47,22 +96,7 @@ def score_postings(
     ``rows`` are ``(term, doc key, tf, document length)``, one per document and term, for
     the distinct query ``terms``; ``n_docs`` and ``total_length`` are the user's totals.
     """
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
-    if not rows or n_docs <= 0 or total_length <= 0:
-        return empty
-    position = {term: index for index, term in enumerate(terms)}
-    term_index = np.fromiter((position[row[0]] for row in rows), np.int64, len(rows))
-    keys = np.fromiter((row[1] for row in rows), np.int64, len(rows))
-    tf = np.fromiter((row[2] for row in rows), np.float64, len(rows))
-    lengths = np.fromiter((row[3] for row in rows), np.float64, len(rows))
-    df = np.bincount(term_index, minlength=len(terms)).astype(np.float64)
-    idfs = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-    avg_length = total_length / n_docs
-    norm = K1 * (1.0 - B + B * lengths / avg_length)
-    weights = idfs[term_index] * tf * (K1 + 1.0) / (tf + norm)
-    doc_keys, slot = np.unique(keys, return_inverse=True)
-    scores = np.zeros(len(doc_keys), dtype=np.float64)
-    for index in range(len(terms)):
-        of_term = term_index == index
-        scores[slot[of_term]] += weights[of_term]
-    return doc_keys.astype(np.int64), scores
+    grouped: dict[str, list[tuple[int, int, int]]] = {term: [] for term in terms}
+    for term, doc_key, tf, length in rows:
+        grouped[term].append((doc_key, tf, length))
+    return score_terms([postings_of(grouped[term]) for term in terms], n_docs, total_length)

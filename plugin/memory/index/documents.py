@@ -24,6 +24,8 @@ from plugin.memory.records import MAX_RECALL_COUNT, MemoryRecord
 from plugin.memory.timestamps import MAX_EPOCH
 
 __all__ = [
+    "ALL_DOCS",
+    "CHANGES_KEPT",
     "IndexedDoc",
     "UserTotals",
     "doc_from_record",
@@ -34,6 +36,36 @@ __all__ = [
     "remove_user_docs",
     "text_hash",
 ]
+
+
+ALL_DOCS = -1
+"""The document key a change of every document of a user is logged under (a reset)."""
+
+CHANGES_KEPT = 5000
+"""Generations of each user's change log kept; a cache further behind starts over."""
+
+
+def _changed(tx: Tx, key: int, doc_keys: Sequence[int]) -> None:
+    """Log that the postings of ``doc_keys`` changed: the user's next generation."""
+    if not doc_keys:
+        return
+    row = tx.one(
+        "UPDATE index_users SET generation = generation + 1 WHERE user_key = ? "
+        "RETURNING generation",
+        (key,),
+    )
+    if row is None:
+        return
+    generation = int(row[0])
+    tx.many(
+        "INSERT INTO index_changes (user_key, generation, doc_key) VALUES (?, ?, ?)",
+        [(key, generation, doc_key) for doc_key in sorted(set(doc_keys))],
+    )
+    if generation % 100 == 0:
+        tx.run(
+            "DELETE FROM index_changes WHERE user_key = ? AND generation <= ?",
+            (key, generation - CHANGES_KEPT),
+        )
 
 
 def text_hash(text: str) -> str:
@@ -154,6 +186,7 @@ def remove_user_docs(tx: Tx, key: int) -> None:
     for table in ("index_postings", "index_recalls", "index_docs"):
         tx.run(f"DELETE FROM {table} WHERE user_key = ?", (key,))
     tx.run("UPDATE index_users SET doc_count = 0, total_length = 0 WHERE user_key = ?", (key,))
+    _changed(tx, key, [ALL_DOCS])
 
 
 def _existing(tx: Tx, key: int, ids: Sequence[str]) -> dict[str, tuple[int, str, int]]:
@@ -248,6 +281,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
         count_updates,
     )
     _delete_postings(tx, key, stale)
+    _changed(tx, key, [*stale, *(int(new_row[1]) for new_row in new_rows)])
     tx.many(
         "INSERT INTO index_docs (user_key, doc_key, memory_id, text_hash, length, epoch, "
         "recall_count, last_recalled_epoch, last_recalled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -281,6 +315,7 @@ def remove_docs(tx: Tx, key: int, ids: Sequence[str]) -> list[str]:
         return []
     doc_keys = [doc_key for doc_key, _, _ in existing.values()]
     _delete_postings(tx, key, doc_keys)
+    _changed(tx, key, doc_keys)
     for part in in_chunks(doc_keys):
         marks = placeholders(len(part))
         tx.run(

@@ -25,7 +25,7 @@ from plugin.memory.collections import UserCollections
 from plugin.memory.index.backend import Backend, Tx
 from plugin.memory.index.documents import ensure_user
 from plugin.memory.index.journal import entries
-from plugin.memory.index.lexical import LexicalHits, search
+from plugin.memory.index.lexical import LexicalHits, PostingsCache, search
 from plugin.memory.index.rehearsal import (
     RecallOutcome,
     Rehearsal,
@@ -92,6 +92,7 @@ class MemoryIndex:
         self.lock_timeout = lock_timeout
         self._prefix = prefix
         self._observer = observer
+        self._postings = PostingsCache()
         self._ready: set[str] = set()
         self._keys: dict[str, tuple[int, str]] = {}
         self._guard = threading.Lock()
@@ -241,7 +242,9 @@ class MemoryIndex:
             raise InvalidInputError(
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
             )
-        return self._read(user_id, lambda tx, key: search(tx, key, query, limit))
+        return self._read(
+            user_id, lambda tx, key: search(tx, key, query, limit, self._postings)
+        )
 
     def rehearsal(self, user_id: str, ids: Sequence[str]) -> Rehearsal:
         """The authoritative recall counts and last-recalled epochs of ``ids``, aligned."""

@@ -11,6 +11,8 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
 * ``index_recalls``: ``(document, turn id)``, each turn's recall counted once per memory;
 * ``index_journal``: writes announced but not yet known to have reached Chroma, one per
   memory id, reconciled against Chroma after a crash (``plugin.memory.index.journal``);
+* ``index_changes``: which documents each change of a user's postings touched, by the
+  user's ``generation`` (so a process's cache of postings catches up, ``lexical``);
 * ``index_schema_version``: one row per applied migration.
 
 Statements use ``?`` placeholders; the PostgreSQL backend turns them into ``%s``.
@@ -37,7 +39,7 @@ __all__ = [
     "user_key",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest migration; an index recording a newer one is refused."""
 
 TABLES = (
@@ -46,6 +48,7 @@ TABLES = (
     "index_postings",
     "index_recalls",
     "index_journal",
+    "index_changes",
 )
 """The index's tables, besides ``index_schema_version``."""
 
@@ -103,6 +106,18 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             " intent TEXT NOT NULL,"
             " due DOUBLE PRECISION NOT NULL,"
             " PRIMARY KEY (user_key, memory_id))",
+        ),
+    ),
+    (
+        2,
+        "postings generations and their change log",
+        (
+            "ALTER TABLE index_users ADD COLUMN generation BIGINT NOT NULL DEFAULT 0",
+            "CREATE TABLE index_changes ("
+            " user_key BIGINT NOT NULL,"
+            " generation BIGINT NOT NULL,"
+            " doc_key BIGINT NOT NULL,"
+            " PRIMARY KEY (user_key, generation, doc_key))",
         ),
     ),
 )
