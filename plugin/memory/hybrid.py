@@ -36,8 +36,8 @@ from kernel.models import MemoryCandidate
 from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
 from plugin.memory.collections import UserCollections
 from plugin.memory.fusion import fuse
-from plugin.memory.pool import MemoryIndexReads, QueryPool, RawRow, dense_pools, with_lexical
-from plugin.memory.pruning import RankedPrefix, rank_exactly, score_ceiling
+from plugin.memory.pool import MemoryIndexReads, QueryPool, Rehearsal, dense_pools, with_lexical
+from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
 from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
 from plugin.memory.results import RecallHit
 from plugin.memory.rows import StoredRows, rows_from_query
@@ -120,6 +120,8 @@ class _Relevance:
 
     similarity: FloatArray
     distances: FloatArray
+    """The kernel's distances (``2 (1 - relevance)``, or Chroma's in the dense ranking)."""
+    chroma_distances: FloatArray
     cosine: FloatArray
     dense: FloatArray | None = None
     bm25: FloatArray | None = None
@@ -212,7 +214,7 @@ class HybridRecall:
         def read_missing(ids: list[str]) -> Mapping[str, Any]:
             with self._collections.backend("read memories"):
                 begin = perf_counter()
-                got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+                got = collection.get(ids=ids, include=["embeddings"])
                 self._timed("chroma_get", begin)
             return got  # type: ignore[no-any-return]
 
@@ -232,8 +234,24 @@ class HybridRecall:
         if scoring.whole_pool:
             scoring = replace(scoring, top_k=len(pool))
         relevance = _relevance(pool, rule, scoring.settings)
-        order = np.lexsort((np.arange(len(pool)), -relevance.similarity))
-        raw: dict[str, RawRow] = dict(pool.prefetched)
+        # The index knows every member's age and recall count before Chroma is read: each
+        # member's best possible score decides the order rows are fetched in.
+        start = perf_counter()
+        rehearsal = self._index.rehearsal(user_id, pool.ids)
+        self._timed("index_read", start)
+        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
+        epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
+        ages = _ages(rule, epochs, scoring.now, newest_epoch)
+        ceilings = score_ceilings(
+            relevance.distances,
+            ages,
+            counts,
+            scoring.weights,
+            mood_valence=scoring.mood_valence,
+            congruence_on=scoring.congruence_on,
+        )
+        order = np.lexsort((np.arange(len(pool)), -ceilings))
+        raw: dict[str, tuple[Any, Any]] = {}
         position = {ident: index for index, ident in enumerate(pool.ids)}
 
         def rank_first(count: int) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
@@ -250,24 +268,19 @@ class HybridRecall:
             )
             if len(rows) < len(kept):  # malformed rows were skipped: realign
                 at = np.array([position[ident] for ident in rows.ids], dtype=np.intp)
-            return self._rank_rows(user_id, rows, at, relevance, rule, newest_epoch, scoring)
+            return self._rank_rows(rows, at, relevance, rehearsal, rule, newest_epoch, scoring)
 
         prefix = rank_exactly(
-            relevance.similarity[order],
+            ceilings[order],
             rank_first,
             limit=scoring.top_k,
-            ceiling=lambda value: score_ceiling(
-                value,
-                scoring.weights,
-                mood_valence=scoring.mood_valence,
-                congruence_on=scoring.congruence_on,
-            ),
+            first=first_fetch(scoring.top_k),
         )
         rows, ranked, explanation = prefix.ranked
         return RankedQuery(rows, ranked, explanation, len(pool))
 
     def _read(
-        self, collection: Any, user_id: str, ids: list[str], into: dict[str, RawRow]
+        self, collection: Any, user_id: str, ids: list[str], into: dict[str, tuple[Any, Any]]
     ) -> None:
         if not ids:
             return
@@ -282,24 +295,22 @@ class HybridRecall:
 
     def _rank_rows(
         self,
-        user_id: str,
         rows: StoredRows,
         at: npt.NDArray[np.intp],
         relevance: _Relevance,
+        rehearsal: Rehearsal,
         rule: QueryTime | None,
         newest_epoch: float | None,
         scoring: _Scoring,
     ) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
         columns = rows.columns
         calendar = (scoring.now.timestamp() - columns.epochs) / SECONDS_PER_DAY
+        ages = _ages(rule, columns.epochs, scoring.now, newest_epoch)
         if rule is None:
-            ages = np.maximum(0.0, calendar)
             reasons = [CALENDAR_RULE] * len(rows)
         else:
-            ages = rule_ages(rule, columns.epochs, scoring.now, newest_epoch)
             reasons = rule_reasons(rule, ages, relevance.cosine[at])
-        rehearsal = self._index.rehearsal(user_id, rows.ids)
-        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
+        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
         rows = replace(rows, columns=replace(columns, recall_counts=counts, ages_days=ages))
         ranked = rank_columns(
             rows.columns,
@@ -314,11 +325,11 @@ class HybridRecall:
             return None if values is None else values[at]
 
         explanation = Explanation(
-            cosine=relevance.cosine[at],
+            distances=relevance.chroma_distances[at],
             ages=ages,
             calendar_ages=calendar,
             reasons=reasons,
-            last_recalled=np.asarray(rehearsal.last_recalled, dtype=np.float64),
+            last_recalled=np.asarray(rehearsal.last_recalled, dtype=np.float64)[at],
             dense=part(relevance.dense),
             bm25=part(relevance.bm25),
             lexical=part(relevance.lexical),
@@ -329,14 +340,24 @@ class HybridRecall:
         return RankedPrefix((rows, ranked, explanation), chosen, kth)
 
 
+def _ages(
+    rule: QueryTime | None, epochs: FloatArray, now: datetime, newest_epoch: float | None
+) -> FloatArray:
+    """The age each memory is scored at: its rule's, or (the dense ranking) the calendar's."""
+    if rule is None:
+        calendar: FloatArray = np.maximum(0.0, (now.timestamp() - epochs) / SECONDS_PER_DAY)
+        return calendar
+    return rule_ages(rule, epochs, now, newest_epoch)
+
+
 def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings) -> _Relevance:
     """The pool's relevance under its rule, and the kernel distances that carry it."""
     cosine = 1.0 - pool.distances
     if rule is None:  # the dense ranking: Chroma's distance as is
-        return _Relevance(1.0 - pool.distances / 2.0, pool.distances, cosine)
+        return _Relevance(1.0 - pool.distances / 2.0, pool.distances, pool.distances, cosine)
     if not rule.uses_lexical:  # a current-state question: the cosine itself
         similarity = np.clip(cosine, 0.0, 1.0)
-        return _Relevance(similarity, 2.0 * (1.0 - similarity), cosine)
+        return _Relevance(similarity, 2.0 * (1.0 - similarity), pool.distances, cosine)
     if pool.bm25 is None:  # no lexical search (no lexical candidates): the dense part alone
         bm25, weight = np.zeros(len(pool), dtype=np.float64), 0.0
     else:
@@ -345,6 +366,7 @@ def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings
     return _Relevance(
         parts.fused,
         2.0 * (1.0 - parts.fused),
+        pool.distances,
         cosine,
         dense=parts.dense,
         bm25=bm25,

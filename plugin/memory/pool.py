@@ -4,14 +4,13 @@ Dense candidates come from one Chroma query per user (every query vector at once
 returns ids and distances only: documents and metadata are fetched later, and only for the
 members that can reach the top (``plugin.memory.pruning``). Lexical candidates come from the
 memory's index (``lexical_search``, BM25 over the user's own memories). Members the index
-found but Chroma did not are read from Chroma by id in one round trip, with their embeddings
-(for their cosine) and their documents and metadata (most of them are ranked anyway).
+found but Chroma did not are read from Chroma by id, embeddings only, for their cosine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -24,17 +23,12 @@ __all__ = [
     "LexicalHits",
     "MemoryIndexReads",
     "QueryPool",
-    "RawRow",
     "Rehearsal",
     "dense_pools",
     "with_lexical",
 ]
 
 FloatArray = npt.NDArray[np.float64]
-
-RawRow = tuple[Any, Any]
-"""A stored row as Chroma returns it: its document and its metadata, not yet checked."""
-
 
 class LexicalHits(Protocol):
     """What a lexical search returns: ids best first and their BM25 scores."""
@@ -61,6 +55,11 @@ class Rehearsal(Protocol):
     @property
     def last_recalled(self) -> npt.NDArray[np.float64]:
         """Epoch seconds of each memory's last recall, NaN when never."""
+        ...
+
+    @property
+    def epochs(self) -> npt.NDArray[np.float64]:
+        """Epoch seconds of each memory's timestamp, NaN when unknown."""
         ...
 
 
@@ -94,8 +93,6 @@ class QueryPool:
     bm25: FloatArray | None = None
     """BM25 of each member (0 for those the lexical search did not return); None when the
     pool had no lexical search."""
-    prefetched: Mapping[str, RawRow] = field(default_factory=dict)
-    """Rows already read (the lexical-only members), by id."""
 
     def __len__(self) -> int:
         """How many members the pool has."""
@@ -134,14 +131,13 @@ def with_lexical(
     read_missing: Callable[[list[str]], Mapping[str, Any]],
 ) -> QueryPool:
     """``pool`` joined with the lexical hits: members only the index found are read by
-    ``read_missing(ids)`` (a Chroma ``get`` with embeddings, documents and metadatas) and
-    get their cosine with the query ``vector``; ids Chroma no longer has drop out."""
+    ``read_missing(ids)`` (a Chroma ``get`` of their embeddings) and get their cosine with the
+    query ``vector``; ids Chroma no longer has drop out."""
     scores = np.asarray(hits.scores, dtype=np.float64)
     by_id = dict(zip(hits.ids, scores.tolist(), strict=True))
     have = set(pool.ids)
     missing = [ident for ident in hits.ids if ident not in have]
     ids, distances = list(pool.ids), pool.distances
-    prefetched: dict[str, RawRow] = {}
     if missing:
         got = read_missing(missing)
         found = list(got["ids"])
@@ -152,11 +148,5 @@ def with_lexical(
             cos = np.clip((vectors @ query) / np.where(norms > 0, norms, 1.0), -1.0, 1.0)
             ids += found
             distances = np.concatenate([distances, 1.0 - cos])
-            prefetched = {
-                ident: (document, metadata)
-                for ident, document, metadata in zip(
-                    found, got["documents"], got["metadatas"], strict=True
-                )
-            }
     bm25 = np.array([by_id.get(ident, 0.0) for ident in ids], dtype=np.float64)
-    return QueryPool(ids, distances, bm25, prefetched)
+    return QueryPool(ids, distances, bm25)

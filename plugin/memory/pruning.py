@@ -1,13 +1,15 @@
 """The exact pruned fetch: read documents and metadata only for the pool members that can
 reach the top ``k``.
 
-Chroma's cost grows with the rows whose documents and metadata it returns, and a pool of
-about 200 needs only the few dozen most relevant to decide its top 6. A member's score is at
-most its relevance (the kernel's similarity) times the largest salience, plus the episode
-bonus, times the largest congruence factor, since recency never exceeds 1. So the pool is
-fetched and ranked most relevant first, in growing batches, until the ``k``-th score fetched
-beats that ceiling for the most relevant member not yet fetched: no later member can then
-enter the top ``k``, and the answer equals ranking the whole pool.
+Chroma's cost grows with the rows whose documents and metadata it returns, and a pool of about
+200 needs only a few more than ``k`` of them to decide its top ``k``. Before any row is read,
+each member's relevance (its distance), its age (from the index's epoch) and its recall count
+(the index's) are known; only its significance, episode flag and valence are not. So each
+member's best possible score is the kernel's own score with those three at their best
+(``score_ceilings``). The pool is fetched and ranked in descending order of that ceiling, in
+growing batches, until the ``k``-th score fetched beats the ceiling of the first member not yet
+fetched: no later member can then enter the top ``k``, and the answer equals ranking the whole
+pool.
 """
 
 from __future__ import annotations
@@ -19,22 +21,25 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from kernel.batch import score_batch
 from kernel.retrieval import RetrievalWeights
 
-__all__ = ["FIRST_FETCH", "RankedPrefix", "rank_exactly", "score_ceiling"]
-
-FIRST_FETCH = 48
-"""Pool members fetched first (at least ``k``): enough for most LoCoMo questions at k = 10."""
+__all__ = ["RankedPrefix", "first_fetch", "rank_exactly", "score_ceilings"]
 
 _SLACK = 1e-9
-"""Added to the ceiling: similarity is ``1 - distance / 2`` in floats, a hair above relevance."""
+"""Added to every ceiling: float rounding may put a fetched score a hair above its ceiling."""
 
 Ranked = TypeVar("Ranked")
 
 
+def first_fetch(limit: int) -> int:
+    """How many members the first batch reads: ``k`` and a margin (12 for k = 6)."""
+    return limit + max(6, limit // 2)
+
+
 @dataclass(frozen=True, slots=True)
 class RankedPrefix(Generic[Ranked]):
-    """The ranking of the pool's most relevant members fetched so far."""
+    """The ranking of the pool's members fetched so far."""
 
     ranked: Ranked
     chosen: int
@@ -43,43 +48,56 @@ class RankedPrefix(Generic[Ranked]):
     """The score of the ``k``-th member kept, or -inf when fewer were kept."""
 
 
-def score_ceiling(
-    relevance: float,
+def score_ceilings(
+    distances: npt.NDArray[np.float64],
+    ages_days: npt.NDArray[np.float64],
+    recall_counts: npt.NDArray[np.int64],
     weights: RetrievalWeights,
     *,
     mood_valence: float,
     congruence_on: bool = True,
-) -> float:
-    """The best score a member with this relevance (the kernel's similarity) could reach."""
-    salience = 1.0 + weights.significance_weight + weights.recall_cap
-    congruence = 1.0
-    if congruence_on and abs(mood_valence) >= weights.congruence_threshold:
-        factor = weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
-        congruence = max(1.0, factor)
-    return (relevance * salience + weights.episode_bonus) * congruence + _SLACK
+) -> npt.NDArray[np.float64]:
+    """The best score each member could reach: the kernel's score with its known distance,
+    age (NaN, unknown: taken as fresh) and recall count, and its significance, episode flag
+    and valence at their best."""
+    n = distances.shape[0]
+    factor = weights.congruence_positive if mood_valence > 0 else weights.congruence_negative
+    congruent = 1.0 if mood_valence > 0 else -1.0
+    valence = congruent if factor >= 1.0 else 0.0
+    best = score_batch(
+        distances,
+        ages_days=np.where(np.isnan(ages_days), 0.0, ages_days),
+        significance=np.ones(n),
+        recall_counts=recall_counts,
+        episodes=np.ones(n, dtype=bool),
+        memory_valences=np.full(n, valence),
+        mood_valence=mood_valence,
+        congruence_on=congruence_on,
+        weights=weights,
+    )
+    ceilings: npt.NDArray[np.float64] = best.score + _SLACK
+    return ceilings
 
 
 def rank_exactly(
-    relevance: npt.NDArray[np.float64],
+    ceilings: npt.NDArray[np.float64],
     rank_first: Callable[[int], RankedPrefix[Ranked]],
     *,
     limit: int,
-    ceiling: Callable[[float], float],
-    first: int = FIRST_FETCH,
+    first: int,
 ) -> RankedPrefix[Ranked]:
     """Rank the pool as a whole would rank, fetching as few members as that allows.
 
-    ``relevance`` is the pool's, most relevant first; ``rank_first(n)`` fetches the first ``n``
-    members (those it lacks) and ranks them; ``ceiling(r)`` bounds the score of a member of
-    relevance ``r``. Batches double until the ``limit``-th score beats the ceiling of the
-    first member left out.
+    ``ceilings`` bound the members' scores in fetch order (descending); ``rank_first(n)``
+    fetches the first ``n`` members (those it lacks) and ranks them. Batches double from
+    ``first`` until the ``limit``-th score beats the ceiling of the first member left out.
     """
-    total = int(relevance.shape[0])
+    total = int(ceilings.shape[0])
     want = min(total, max(first, limit))
     while True:
         prefix = rank_first(want)
         if want >= total:
             return prefix
-        if prefix.chosen >= limit and prefix.kth_score > ceiling(float(relevance[want])):
+        if prefix.chosen >= limit and prefix.kth_score > float(ceilings[want]):
             return prefix
         want = min(total, 2 * want)

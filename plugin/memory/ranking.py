@@ -33,7 +33,8 @@ CALENDAR_RULE = "calendar age: days from the memory to now (dense recall)"
 class Explanation:
     """Per ranked row (aligned with the rows): what its similarity and its age came from."""
 
-    cosine: FloatArray
+    distances: FloatArray
+    """Each row's cosine distance to the query as Chroma measured it (``1 - cos``)."""
     ages: FloatArray
     calendar_ages: FloatArray
     reasons: list[str]
@@ -65,7 +66,7 @@ def explained_hits(
             id=columns.ids[i],
             text=rows.texts[i],
             score=float(scores.score[i]),
-            distance=1.0 - float(explanation.cosine[i]),
+            distance=float(explanation.distances[i]),
             similarity=float(scores.similarity[i]),
             recency=float(scores.recency[i]),
             salience=float(scores.salience[i]),
@@ -76,7 +77,7 @@ def explained_hits(
             recall_count=int(columns.recall_counts[i]),
             emotional_valence=float(columns.valences[i]),
             relevance=Relevance(
-                cosine=float(explanation.cosine[i]),
+                cosine=1.0 - float(explanation.distances[i]),
                 dense=_part(explanation.dense, i),
                 bm25=_part(explanation.bm25, i),
                 lexical=_part(explanation.lexical, i),
@@ -115,7 +116,7 @@ def rank_rows(
     )
     calendar = (now.timestamp() - columns.epochs) / SECONDS_PER_DAY
     explanation = Explanation(
-        cosine=1.0 - columns.distances,
+        distances=columns.distances,
         ages=calendar,
         calendar_ages=calendar,
         reasons=[CALENDAR_RULE] * len(rows),

@@ -80,9 +80,10 @@ from plugin.models.embeddings import Embedder, check_embeddings, default_embedde
 
 __all__ = ["QUERY_STAGES", "ChromaMemory"]
 
-QUERY_STAGES = ("chroma_query", "lexical_search", "chroma_get")
+QUERY_STAGES = ("chroma_query", "lexical_search", "index_read", "chroma_get")
 """Stage names a ``ChromaMemory`` observer sees, each with its duration in seconds: a Chroma
-query, a lexical search of the index, a Chroma read of rows by id."""
+query, a lexical search of the index, a read of the index's ages and recall counts, a Chroma
+read of rows by id."""
 
 
 class ChromaMemory:

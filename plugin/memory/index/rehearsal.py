@@ -35,6 +35,9 @@ class Rehearsal:
     """The last-recalled times as canonical ISO text (None: never)."""
     found: npt.NDArray[np.bool_]
     """Whether the index holds each id (count 0 and NaN where it does not)."""
+    epochs: npt.NDArray[np.float64]
+    """Each memory's timestamp in epoch seconds (NaN: unknown), which recall's pruned fetch
+    reads to bound a memory's recency before fetching its row from Chroma."""
 
     def __len__(self) -> int:
         """How many ids were asked for."""
@@ -54,16 +57,17 @@ class RecallOutcome:
 
 def read_rehearsal(tx: Tx, key: int, ids: Sequence[str]) -> Rehearsal:
     """The counts of ``ids`` for user ``key``."""
-    found: dict[str, tuple[int, float | None, str | None]] = {}
+    found: dict[str, tuple[int, float | None, str | None, float | None]] = {}
     for part in in_chunks(list(dict.fromkeys(ids))):
-        for memory_id, count, last_epoch, last_at in tx.rows(
-            "SELECT memory_id, recall_count, last_recalled_epoch, last_recalled_at "
+        for memory_id, count, last_epoch, last_at, epoch in tx.rows(
+            "SELECT memory_id, recall_count, last_recalled_epoch, last_recalled_at, epoch "
             f"FROM index_docs WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
             (key, *part),
         ):
-            found[memory_id] = (int(count), last_epoch, last_at)
+            found[memory_id] = (int(count), last_epoch, last_at, epoch)
     counts = np.zeros(len(ids), dtype=np.int64)
     last = np.full(len(ids), math.nan, dtype=np.float64)
+    epochs = np.full(len(ids), math.nan, dtype=np.float64)
     stamps: list[str | None] = [None] * len(ids)
     present = np.zeros(len(ids), dtype=bool)
     for index, ident in enumerate(ids):
@@ -75,7 +79,9 @@ def read_rehearsal(tx: Tx, key: int, ids: Sequence[str]) -> Rehearsal:
         if row[1] is not None:
             last[index] = float(row[1])
             stamps[index] = row[2]
-    return Rehearsal(list(ids), counts, last, stamps, present)
+        if row[3] is not None:
+            epochs[index] = float(row[3])
+    return Rehearsal(list(ids), counts, last, stamps, present, epochs)
 
 
 def record_recalls(

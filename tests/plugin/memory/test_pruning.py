@@ -7,67 +7,86 @@ import pytest
 
 from kernel.batch import rank_batch, score_batch
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.memory.pruning import RankedPrefix, rank_exactly, score_ceiling
+from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
 
 
-def test_the_ceiling_is_the_best_score_a_relevance_can_reach() -> None:
-    weights = DEFAULT_RETRIEVAL_WEIGHTS
+@pytest.mark.parametrize("mood", [-0.9, 0.0, 0.6])
+def test_a_ceiling_is_the_best_score_its_unknown_fields_allow(mood: float) -> None:
+    rng = np.random.default_rng(3)
+    n = 200
+    distances, ages = rng.uniform(0, 2, n), rng.uniform(0, 300, n)
+    counts = rng.integers(0, 40, n)
+    ceilings = score_ceilings(distances, ages, counts, DEFAULT_RETRIEVAL_WEIGHTS, mood_valence=mood)
+    for _ in range(20):  # any significance, episode flag and valence stays under the ceiling
+        actual = score_batch(
+            distances,
+            ages_days=ages,
+            significance=rng.random(n),
+            recall_counts=counts,
+            episodes=rng.random(n) < 0.5,
+            memory_valences=rng.uniform(-1, 1, n),
+            mood_valence=mood,
+        ).score
+        assert np.all(actual <= ceilings)
     best = score_batch(
-        [2.0 * (1.0 - 0.8)],
-        ages_days=[0.0],
-        significance=[1.0],
-        recall_counts=[10**6],
-        episodes=[True],
-        memory_valences=[-1.0],
-        mood_valence=-0.9,
-        weights=weights,
-    ).score[0]
-    ceiling = score_ceiling(0.8, weights, mood_valence=-0.9)
-    assert best <= ceiling < best + 1e-8
-    assert score_ceiling(0.8, weights, mood_valence=0.0) < ceiling  # no congruence for a calm mood
-    assert score_ceiling(0.8, weights, mood_valence=-0.9, congruence_on=False) < ceiling
+        distances, ages_days=ages, significance=np.ones(n), recall_counts=counts,
+        episodes=np.ones(n, dtype=bool), memory_valences=np.full(n, -1.0 if mood < 0 else 1.0),
+        mood_valence=mood,
+    ).score  # fmt: skip
+    assert ceilings == pytest.approx(best, abs=1e-8)  # and it is reached: the bound is tight
+
+
+def test_an_unknown_age_is_taken_as_fresh() -> None:
+    ceilings = score_ceilings(
+        np.array([0.5, 0.5]), np.array([np.nan, 0.0]), np.zeros(2, dtype=np.int64),
+        DEFAULT_RETRIEVAL_WEIGHTS, mood_valence=0.0,
+    )  # fmt: skip
+    assert ceilings[0] == ceilings[1]
 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_pruned_ranking_equals_the_whole_pools(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n, limit = int(rng.integers(1, 300)), int(rng.integers(1, 12))
-    relevance = np.sort(rng.random(n))[::-1]
     ids = [f"m{i:03d}" for i in range(n)]
+    distances = rng.uniform(0, 2, n)
     ages = rng.uniform(0, 400, n)
-    significance = rng.random(n)
     counts = rng.integers(0, 50, n)
+    significance = rng.random(n)
     episodes = rng.random(n) < 0.2
-    weights = RetrievalWeights(recency_horizon_days=120.0, recency_floor=0.1)
+    valences = rng.uniform(-1, 1, n)
+    # Heavy significance and episode weights: what is unknown before a fetch matters a lot,
+    # so the fetch order and the final order differ and stopping early would show.
+    weights = RetrievalWeights(
+        recency_horizon_days=120.0, recency_floor=0.1, significance_weight=1.0, episode_bonus=0.4
+    )
+    mood = float(rng.uniform(-1, 1))
 
-    def scores(count: int) -> np.ndarray:
+    def scores(rows: np.ndarray) -> np.ndarray:
         return score_batch(
-            2.0 * (1.0 - relevance[:count]),
-            ages_days=ages[:count],
-            significance=significance[:count],
-            recall_counts=counts[:count],
-            episodes=episodes[:count],
-            memory_valences=np.zeros(count),
-            weights=weights,
-        ).score
+            distances[rows], ages_days=ages[rows], significance=significance[rows],
+            recall_counts=counts[rows], episodes=episodes[rows], memory_valences=valences[rows],
+            mood_valence=mood, weights=weights,
+        ).score  # fmt: skip
 
+    ceilings = score_ceilings(distances, ages, counts, weights, mood_valence=mood)
+    order = np.lexsort((np.arange(n), -ceilings))
     fetched: list[int] = []
 
     def rank_first(count: int) -> RankedPrefix[list[str]]:
         fetched.append(count)
-        score = scores(count)
-        order = rank_batch(ids[:count], score, limit)
-        kth = float(score[order[-1]]) if len(order) >= limit else -np.inf
-        return RankedPrefix([ids[i] for i in order], len(order), kth)
+        rows = order[:count]
+        score = scores(rows)
+        chosen = rank_batch([ids[i] for i in rows], score, limit)
+        kth = float(score[chosen[-1]]) if len(chosen) >= limit else -np.inf
+        return RankedPrefix([ids[rows[i]] for i in chosen], len(chosen), kth)
 
-    prefix = rank_exactly(
-        relevance,
-        rank_first,
-        limit=limit,
-        ceiling=lambda r: score_ceiling(r, weights, mood_valence=0.0),
-        first=8,
-    )
-    whole = [ids[i] for i in rank_batch(ids, scores(n), limit)]
+    prefix = rank_exactly(ceilings[order], rank_first, limit=limit, first=first_fetch(limit))
+    whole = [ids[i] for i in rank_batch(ids, scores(np.arange(n)), limit)]
     assert prefix.ranked == whole
-    assert fetched[0] == min(n, max(8, limit))
+    assert fetched[0] == min(n, first_fetch(limit))
     assert all(later == min(n, 2 * earlier) for earlier, later in pairwise(fetched))
+
+
+def test_the_first_batch_is_k_and_a_margin() -> None:
+    assert (first_fetch(1), first_fetch(6), first_fetch(10), first_fetch(64)) == (7, 12, 16, 96)
