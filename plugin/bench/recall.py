@@ -55,6 +55,7 @@ from plugin.bench.recall_corpus import (
     real_corpus,
     recall_fraction,
 )
+from plugin.bench.recall_hybrid import measure_hybrid
 from plugin.bench.recall_report import (
     CONVERSION_SHARE_TARGET,
     P95_TARGET_MS,
@@ -65,7 +66,7 @@ from plugin.bench.recall_report import (
 from plugin.memory.collections import DEFAULT_HNSW, HnswParams
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.ranking import rank_rows
-from plugin.memory.results import MAX_CANDIDATES
+from plugin.memory.results import MAX_TOP_K
 from plugin.memory.rows import rows_of
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
@@ -93,7 +94,7 @@ class RecallPlan:
     queries: int = 200
     real: int = 0
     users: int = 10
-    candidates: int = MAX_CANDIDATES
+    candidates: int = MAX_TOP_K  # the engine's 64-candidate pool
     top_k: int = 6
     hnsw: HnswParams = DEFAULT_HNSW
     overfetch: tuple[int, ...] = ()
@@ -101,10 +102,12 @@ class RecallPlan:
     seed: int = 0
     keep: Path | None = None
     notes: list[str] = field(default_factory=list)
+    hybrid: int = 10_000
+    """Memories of one user in the hybrid-vs-dense comparison (0: skip it)."""
 
 
 FULL_PLAN = RecallPlan()
-QUICK_PLAN = RecallPlan(sizes=(1_000,), queries=12)
+QUICK_PLAN = RecallPlan(sizes=(1_000,), queries=12, hybrid=1_000)
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -185,6 +188,14 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="DIR",
         help="build (or reuse) the collections and the embedding cache in DIR",
     )
+    parser.add_argument(
+        "--hybrid",
+        type=int,
+        default=None,
+        metavar="N",
+        help="memories of one user timing the hybrid recall beside the dense one (default "
+        "10000; 0 skips)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of vectors and corpus")
     parser.set_defaults(handler=run)
 
@@ -208,7 +219,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         keep=args.keep,
         notes=[],
+        hybrid=base.hybrid if args.hybrid is None else args.hybrid,
     )
+    if plan.hybrid < 0 or 0 < plan.hybrid < 100:
+        raise InvalidInputError(f"--hybrid must be 0 or at least 100 memories, got {plan.hybrid}")
     report = measure(plan, progress=not args.quick)
     return print_report(report, as_json=args.json, text=format_report)
 
@@ -608,6 +622,12 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                 memory.close()
             if kind == "random" and n == max(plan.sizes) and plan.partition:
                 partition = _partitioned(root, corpus, plan, progress)
+        hybrid = None
+        if plan.hybrid:
+            hybrid = measure_hybrid(
+                root, plan.hybrid, queries=plan.queries, seed=plan.seed, model=model,
+                progress=progress,
+            )  # fmt: skip
     return {
         "benchmark": "recall",
         "candidates": plan.candidates,
@@ -619,6 +639,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         "overfetch": overfetch,
         "partition": partition,
         "builds": builds,
+        "hybrid": hybrid,
         "targets": targets(rows),
         "machine": machine(load_before),
     }

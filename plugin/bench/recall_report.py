@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plugin.bench.recall_hybrid import format_hybrid
 from plugin.cli.formatting import format_table
 
 __all__ = [
@@ -178,6 +179,8 @@ def format_report(report: dict[str, Any]) -> str:
                 ],
             ),
         ]
+    if report.get("hybrid"):
+        lines += ["", format_hybrid(report["hybrid"])]
     lines += ["", "builds"]
     lines.append(
         format_table(
