@@ -73,10 +73,19 @@ if _typing.TYPE_CHECKING:
         RecallHit,
         RecallQuery,
         RecallResult,
+        Relevance,
         TurnWriteReport,
         WriteReport,
     )
     from plugin.memory.retriever import UserRetriever
+    from plugin.memory.settings import (
+        DEFAULT_RECALL_SETTINGS,
+        DENSE_RECALL,
+        RECALL_WEIGHTS,
+        RecallSettings,
+        load_recall_settings,
+        write_recall_settings,
+    )
     from plugin.memory.store import ChromaMemory
     from plugin.models.embeddings import (
         Embedder,
@@ -95,7 +104,10 @@ if _typing.TYPE_CHECKING:
 _EXPORTS = {
     "DEFAULT_GATE_PARAMS": "plugin.gate.params",
     "DEFAULT_HNSW": "plugin.memory.collections",
+    "DEFAULT_RECALL_SETTINGS": "plugin.memory.settings",
     "DEFAULT_RETRIEVAL_RULE": "plugin.gate.cues",
+    "DENSE_RECALL": "plugin.memory.settings",
+    "RECALL_WEIGHTS": "plugin.memory.settings",
     "AdoptedCollection": "plugin.memory.adopt",
     "AffectMemoryRetriever": "plugin.integrations.langchain",
     "ChatConfigError": "plugin.errors",
@@ -138,7 +150,9 @@ _EXPORTS = {
     "RecallHit": "plugin.memory.results",
     "RecallQuery": "plugin.memory.results",
     "RecallResult": "plugin.memory.results",
+    "RecallSettings": "plugin.memory.settings",
     "RecordError": "plugin.errors",
+    "Relevance": "plugin.memory.results",
     "ReplayReport": "plugin.memory.effects",
     "RetrievalRule": "plugin.gate.cues",
     "SQLiteStateStore": "plugin.state.sqlite",
@@ -154,8 +168,10 @@ _EXPORTS = {
     "__version__": "kernel",
     "default_embedder": "plugin.models.embeddings",
     "load_exemplars": "plugin.gate.exemplars",
+    "load_recall_settings": "plugin.memory.settings",
     "migrate_store": "plugin.memory.migrate",
     "open_state_store": "plugin.state.location",
+    "write_recall_settings": "plugin.memory.settings",
 }
 """Every public name and the module that defines it, imported when first used."""
 
@@ -180,7 +196,10 @@ def __dir__() -> list[str]:
 __all__ = [
     "DEFAULT_GATE_PARAMS",
     "DEFAULT_HNSW",
+    "DEFAULT_RECALL_SETTINGS",
     "DEFAULT_RETRIEVAL_RULE",
+    "DENSE_RECALL",
+    "RECALL_WEIGHTS",
     "AdoptedCollection",
     "AffectMemoryRetriever",
     "ChatConfigError",
@@ -223,7 +242,9 @@ __all__ = [
     "RecallHit",
     "RecallQuery",
     "RecallResult",
+    "RecallSettings",
     "RecordError",
+    "Relevance",
     "ReplayReport",
     "RetrievalRule",
     "SQLiteStateStore",
@@ -239,6 +260,8 @@ __all__ = [
     "__version__",
     "default_embedder",
     "load_exemplars",
+    "load_recall_settings",
     "migrate_store",
     "open_state_store",
+    "write_recall_settings",
 ]
