@@ -1,4 +1,9 @@
-"""The default conversational appraisal: mood inertia, intent impulses, OCC carry, expectations."""
+"""The default conversational appraisal: mood inertia, intent impulses, OCC carry, expectations.
+
+The module is about 600 lines because its parameter models and the pure steps that read them
+form one fixture-pinned calculation, ``appraise_turn``; each step sits beside the parameters it
+reads, and split over files the order of the calculation could no longer be read in one place.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ size, every limit is enforced before anything crosses an adapter boundary, and a
 before the commit leaves state and transcript exactly as they were. A model that streams no
 text gives an appraisal-only turn: the new state and the user message are committed, and no
 empty assistant message is written (the MCP ``appraise`` tool runs such turns).
+
+The module is about 690 lines because a turn is one ordered pipeline, and each adapter
+boundary's guard belongs beside the step that crosses it.
 """
 
 from __future__ import annotations

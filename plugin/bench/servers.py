@@ -47,7 +47,7 @@ class ChromaServer:
     pid: int
 
 
-def _chroma_command() -> str:
+def chroma_command() -> str:
     beside = Path(sys.executable).with_name("chroma")
     if beside.exists():
         return str(beside)
@@ -66,7 +66,7 @@ def chroma_server(data: Path, *, startup_timeout: float = 60.0) -> Iterator[Chro
     log_path = data / "chroma-server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [_chroma_command(), "run", "--host", "127.0.0.1", "--port", str(port), "--path",
+            [chroma_command(), "run", "--host", "127.0.0.1", "--port", str(port), "--path",
              str(data)],
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -243,7 +243,7 @@ def _run_probe(location: str, layout: Layout, cache: int | None, seed: int) -> d
 @contextmanager
 def _server(store: Path, cache: int) -> Iterator[tuple[str, int]]:
     """``chroma run`` on the store with an index cache of ``cache`` indexes in one LRU."""
-    from plugin.bench.servers import _chroma_command, free_port
+    from plugin.bench.servers import chroma_command, free_port
 
     port = free_port()
     config = store.parent / f"{store.name}-chroma.yaml"
@@ -255,7 +255,7 @@ def _server(store: Path, cache: int) -> Iterator[tuple[str, int]]:
     )
     with (store.parent / f"{store.name}-chroma.log").open("wb") as log:
         process = subprocess.Popen(
-            [_chroma_command(), "run", str(config)], stdout=log, stderr=subprocess.STDOUT,
+            [chroma_command(), "run", str(config)], stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
