@@ -3,6 +3,7 @@ and usable however small they are once Chroma's index cache has evicted them."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,43 @@ def test_a_bad_index_cache_is_refused(tmp_path: Path, bad: object) -> None:
 
     with pytest.raises(StoreError, match="index_cache must be a whole number"):
         ChromaMemory(tmp_path, embedder=object(), index_cache=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("where", ["embedded", "server"])
+def test_one_turn_id_of_two_users_writes_two_memories_and_replays_touch_only_their_own(
+    where: str, tmp_path: Path, chroma_server: str, embedder: SentenceTransformerEmbedder
+) -> None:
+    """Turn ids come from each user's own conversation, so two users' turns may share one (and
+    with it the new message's id); each turn writes, counts and is forgotten in its user's
+    collection alone, embedded and over ``chroma run``."""
+    location = str(tmp_path) if where == "embedded" else chroma_server
+    name = f"turns-{uuid.uuid4().hex[:12]}"  # the server is shared by the session
+    said = {"ann": "I planted tomatoes in the garden today.", "bob": "I fixed my bike's chain."}
+    with ChromaMemory(location, collection=name, embedder=embedder) as memory:
+        memory.add([record("m1", "I keep bees.", user=user) for user in said])
+        for user, text in said.items():
+            report = memory.apply_turn_writes(
+                "turn-1",
+                user_id=user,
+                recalled_ids=["m1"],
+                recalled_at=REFERENCE,
+                new_record=record("turn-1:user", text, user=user, days=0.0),
+            )
+            assert (report.incremented, report.stored_new) == (("m1",), True)
+        replay = memory.apply_turn_writes(  # ann's turn again, as after a crash: no change
+            "turn-1",
+            user_id="ann",
+            recalled_ids=["m1"],
+            recalled_at=REFERENCE,
+            new_record=record("turn-1:user", said["ann"], user="ann", days=0.0),
+        )
+        assert (replay.incremented, replay.already_applied) == ((), ("m1",))
+        for user, text in said.items():
+            bees, message = memory.get(["m1", "turn-1:user"], user_id=user)
+            assert (bees.recall_count, message.text, message.user_id) == (1, text, user)
+        assert memory.stats().users == {"ann": 2, "bob": 2}
+        assert memory.forget(["turn-1:user"], user_id="bob") == ("turn-1:user",)
+        assert memory.get(["turn-1:user"], user_id="bob") == ()
+        (hit, *_) = memory.recall("What did I do in the garden?", "ann", now=REFERENCE).results
+        assert (hit.id, hit.text) == ("turn-1:user", said["ann"])
+        assert {h.id for h in memory.recall("garden", "bob", now=REFERENCE).results} == {"m1"}
