@@ -42,7 +42,13 @@ from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
 from plugin.memory.results import RecallHit
 from plugin.memory.rows import StoredRows, rows_from_query
 from plugin.memory.settings import RecallSettings
-from plugin.memory.time_rule import QueryTime, classify_query, rule_ages, rule_reasons
+from plugin.memory.time_rule import (
+    QueryTime,
+    classify_query,
+    rule_ages,
+    rule_anchor,
+    rule_reasons,
+)
 
 __all__ = ["HybridRecall", "RankedQuery"]
 
@@ -241,6 +247,8 @@ class HybridRecall:
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
+        if rule is not None:  # the state and former rules age from a relevant member's date
+            newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
         ages = _ages(rule, epochs, scoring.now, newest_epoch)
         ceilings = score_ceilings(
             relevance.distances,

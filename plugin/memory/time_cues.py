@@ -7,7 +7,11 @@ Generic English cues, no topics, names or dataset phrases:
   "in 2022"; relative to ``now``: "yesterday", "today", "last/this week|month|year" and
   "N days/weeks/months/years ago" (give or take a quarter of N). A bare month or weekday
   without a year names nothing (it is ambiguous).
-* ``STATE_CUE``: an explicit present-state word (now, currently, still, these days, ...).
+* ``STATE_CUE``: an explicit present-state word (now, currently, still, these days, lately,
+  no longer, ...).
+* ``FORMER_CUE``: a pointer to an earlier state (before, used to, previously, originally,
+  "my old / previous / former / first ..."); with a person cue the query asks what the user's
+  state was, and the superseded fact answers it.
 * ``PAST_CUE``: a past auxiliary or a question about the history of events (did, was, ago,
   used to, when, how many times, how often, how long, ever, ...).
 * ``PERSON_CUE``: a first- or second-person word (I, my, we, our, you, ...): the question is
@@ -25,7 +29,7 @@ import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
 
-__all__ = ["PAST_CUE", "PERSON_CUE", "STATE_CUE", "days_from_period", "named_period"]
+__all__ = ["FORMER_CUE", "PAST_CUE", "PERSON_CUE", "STATE_CUE", "days_from_period", "named_period"]
 
 _MONTH_NUMBERS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 _MONTH_NUMBERS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
@@ -69,10 +73,18 @@ _RELATIVE = re.compile(
 
 STATE_CUE = re.compile(
     r"\b(now|currently|current|these\s+days|nowadays|at\s+the\s+moment|right\s+now|still"
-    r"|anymore|any\s+more|at\s+present|presently)\b",
+    r"|anymore|any\s+more|no\s+longer|any\s+longer|at\s+present|presently|lately)\b",
     re.IGNORECASE,
 )
 """Explicit present-state words; they win over a past cue ("Where was I living until now?")."""
+
+FORMER_CUE = re.compile(
+    r"\b(before|used\s+to|did\s+(?:i|you|we)\s+use\s+to|previously|formerly|originally"
+    r"|at\s+first|in\s+the\s+past|back\s+then"
+    r"|(?:my|our|your)\s+(?:old|ex|former|previous|first|original))\b",
+    re.IGNORECASE,
+)
+"""Pointers to an earlier state of things: what was true before the latest update."""
 
 PAST_CUE = re.compile(
     r"\b(did|was|were|had|ago|used\s+to|previously|formerly|originally|back\s+then|at\s+first"

@@ -1,18 +1,27 @@
 """Which time rule a query gets, and the age each memory is scored at under it.
 
-Three rules, chosen from the query's own words (``plugin.memory.time_cues``):
+Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
 
 * **named period** ("in May 2022", "last week", "3 days ago"): a memory's age is the days
   between it and that period, 0 inside it; relevance is fused (lexical and dense);
+* **former state of the user** ("Where did I live before Berlin?", "What did I use to do?",
+  "my previous job"): a first- or second-person question with a pointer to an earlier state.
+  Relevance is fused, and a memory's age is the days it was written *after* the oldest of the
+  query's closest memories, so the superseded fact outranks its update;
 * **current state of the user**: an explicit state word (now, currently, still, these days,
-  ...), or a first- or second-person question with no past or history cue. Relevance is the
-  cosine itself (word overlap is ignored: what shares the question's words is mostly the old
-  canonical statement, or someone else's news, while an update paraphrases), and a memory's
-  age is counted from the user's newest memory rather than from the clock, so a user who comes
-  back after a year gets the same order;
+  lately, no longer, ...), or a first- or second-person question with no past or history cue.
+  Relevance is the cosine itself (word overlap is ignored: what shares the question's words is
+  mostly the old canonical statement, or someone else's news, while an update paraphrases), and
+  a memory's age is counted back from the newest of the query's closest memories (never after
+  ``now``), not from the clock or the user's latest chatter: a user who comes back after a
+  year gets the same order, and small talk written since the update does not age it;
 * **anything else** (third-person questions, past or history cues: did, was, when, how many
   times, ever, before, ...): time-neutral, age 0, fused relevance.
 
+"The query's closest memories" are the ``ANCHOR_MEMBERS`` pool members of highest relevance.
+Under both state rules ages count at ``STATE_AGE_SCALE`` (half): with the recall's 120-day
+horizon a fact is floored once it is 240 days older than the anchor, and a loosely related
+memory written last week cannot outrank an update written two months ago on recency alone.
 The kernel then scores ``clamp(1 - age / horizon, floor, 1)`` with the recall's weights
 (horizon 120 days, floor 0.10 by default). Every hit carries its rule's one-line reason.
 """
@@ -28,6 +37,7 @@ import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
 from plugin.memory.time_cues import (
+    FORMER_CUE,
     PAST_CUE,
     PERSON_CUE,
     STATE_CUE,
@@ -36,16 +46,24 @@ from plugin.memory.time_cues import (
 )
 
 __all__ = [
+    "ANCHOR_MEMBERS",
+    "STATE_AGE_SCALE",
     "QueryTime",
     "TimeRuleKind",
     "classify_query",
     "rule_ages",
+    "rule_anchor",
     "rule_reasons",
     "state_reference",
 ]
 
 FloatArray = npt.NDArray[np.float64]
-TimeRuleKind = Literal["period", "state", "event"]
+TimeRuleKind = Literal["period", "state", "former", "event"]
+
+ANCHOR_MEMBERS = 5
+"""How many of a pool's most relevant members the state rules take their anchor date from."""
+STATE_AGE_SCALE = 0.5
+"""The share of its days a memory is aged at under the state rules (half: a 240-day horizon)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +85,18 @@ def classify_query(query: str, now: datetime) -> QueryTime:
     period = named_period(query, now)
     if period is not None:
         return QueryTime("period", "names a period", period)
+    person = PERSON_CUE.search(query)
+    found = FORMER_CUE.search(query)
+    if found is not None and person is not None:
+        return QueryTime("former", f"earlier state of the user ({_cue(found.group(0))!r})")
     found = STATE_CUE.search(query)
     if found is not None:
         return QueryTime("state", f"state word {_cue(found.group(0))!r}")
     found = PAST_CUE.search(query)
     if found is not None:
         return QueryTime("event", f"past or history cue {_cue(found.group(0))!r}")
-    found = PERSON_CUE.search(query)
-    if found is not None:
-        return QueryTime("state", f"about the user ({_cue(found.group(0))!r}), present tense")
+    if person is not None:
+        return QueryTime("state", f"about the user ({_cue(person.group(0))!r}), present tense")
     return QueryTime("event", "third person, no state word")
 
 
@@ -84,10 +105,30 @@ def _cue(word: str) -> str:
 
 
 def state_reference(now: datetime, newest_epoch: float | None) -> float:
-    """The instant a current-state query ages memories from: the user's newest memory, but
-    never after ``now``."""
+    """The instant a current-state query ages memories from: its anchor (by default the
+    user's newest memory), but never after ``now``."""
     now_epoch = now.timestamp()
     return now_epoch if newest_epoch is None else min(now_epoch, newest_epoch)
+
+
+def rule_anchor(
+    rule: QueryTime, epochs: FloatArray, relevance: FloatArray, newest_epoch: float | None
+) -> float | None:
+    """The date a state rule ages the pool from: the newest (current state) or the oldest
+    (former state) of its ``ANCHOR_MEMBERS`` most relevant members with a usable timestamp.
+
+    Other rules, and a pool without one usable timestamp, keep ``newest_epoch``.
+    """
+    if rule.kind not in ("state", "former"):
+        return newest_epoch
+    usable = ~np.isnan(epochs)
+    if not usable.any():
+        return newest_epoch
+    candidates = np.flatnonzero(usable)
+    # most relevant first; ties keep pool order
+    chosen = candidates[np.argsort(-relevance[candidates], kind="stable")[:ANCHOR_MEMBERS]]
+    dates = epochs[chosen]
+    return float(dates.max() if rule.kind == "state" else dates.min())
 
 
 def rule_ages(
@@ -95,16 +136,23 @@ def rule_ages(
 ) -> FloatArray:
     """The age in days each memory (by its epoch) is scored at under ``rule``.
 
-    NaN epochs (no usable timestamp) stay NaN, so the kernel gives them its fallback recency.
+    ``newest_epoch`` is the state rules' anchor (``rule_anchor``): the current state ages what
+    is older than it, the former state what is newer. NaN epochs (no usable timestamp) stay
+    NaN, so the kernel gives them its fallback recency.
     """
     if rule.kind == "period":
         assert rule.period is not None
         return days_from_period(epochs, rule.period)
     if rule.kind == "event":
         return np.where(np.isnan(epochs), np.nan, 0.0)
+    if rule.kind == "former":
+        if newest_epoch is None:
+            return np.where(np.isnan(epochs), np.nan, 0.0)
+        later: FloatArray = np.maximum(0.0, epochs - newest_epoch) / SECONDS_PER_DAY
+        return later * STATE_AGE_SCALE
     reference = state_reference(now, newest_epoch)
     ages: FloatArray = np.maximum(0.0, reference - epochs) / SECONDS_PER_DAY
-    return ages
+    return ages * STATE_AGE_SCALE
 
 
 def rule_reasons(rule: QueryTime, ages: FloatArray, cosines: FloatArray) -> list[str]:
@@ -120,10 +168,18 @@ def rule_reasons(rule: QueryTime, ages: FloatArray, cosines: FloatArray) -> list
         ]
     if rule.kind == "event":
         return [f"time-neutral (age 0): {rule.reason}"] * len(ages)
+    real = ages / STATE_AGE_SCALE
+    if rule.kind == "former":
+        return [
+            f"former-state query ({rule.reason}): {_days(days)} newer than the oldest of the "
+            f"query's {ANCHOR_MEMBERS} closest memories, aged at {STATE_AGE_SCALE:g}"
+            for days in real.tolist()
+        ]
     return [
         f"current-state query ({rule.reason}): similarity = cosine {cosine:.2f}, word overlap "
-        f"ignored; {_days(age)} older than the user's newest memory"
-        for age, cosine in zip(ages.tolist(), cosines.tolist(), strict=True)
+        f"ignored; {_days(days)} older than the newest of the query's {ANCHOR_MEMBERS} closest "
+        f"memories, aged at {STATE_AGE_SCALE:g}"
+        for days, cosine in zip(real.tolist(), cosines.tolist(), strict=True)
     ]
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from plugin.memory.time_cues import (
+    FORMER_CUE,
     PAST_CUE,
     PERSON_CUE,
     STATE_CUE,
@@ -86,6 +87,8 @@ def test_days_from_a_period_are_zero_inside_it_and_count_to_the_nearer_edge() ->
         ("Which US state do Audrey and Andrew live in?", None, None, None),
         ("Are they still with us?", "still", None, "us"),
         ("What do I do these  days?", "these  days", None, "i"),
+        ("what have i been reading lately", "lately", None, "i"),
+        ("Am I no longer with Sam", "no longer", None, "i"),
     ],
 )
 def test_state_past_and_person_cues(
@@ -96,3 +99,24 @@ def test_state_past_and_person_cues(
         return None if match is None else match.group(0).lower()
 
     assert (found(STATE_CUE), found(PAST_CUE), found(PERSON_CUE)) == (state, past, person)
+
+
+@pytest.mark.parametrize(
+    ("query", "former"),
+    [
+        ("Where did I live before Berlin?", "before"),
+        ("What did I use to do for work?", "did i use to"),
+        ("What I used to eat", "used to"),
+        ("Who was my boss previously?", "previously"),
+        ("What was my job originally?", "originally"),
+        ("Tell me about my old flat", "my old"),
+        ("Where is my previous car?", "my previous"),
+        ("Where do I live?", None),
+        ("How old am I?", None),
+        ("What is the first thing on my list?", None),
+        ("What do I use to clean the oven?", None),
+    ],
+)
+def test_former_state_cues(query: str, former: str | None) -> None:
+    match = FORMER_CUE.search(query)
+    assert (None if match is None else " ".join(match.group(0).lower().split())) == former

@@ -5,7 +5,15 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from plugin.memory.time_rule import classify_query, rule_ages, rule_reasons, state_reference
+from plugin.memory.time_rule import (
+    ANCHOR_MEMBERS,
+    STATE_AGE_SCALE,
+    classify_query,
+    rule_ages,
+    rule_anchor,
+    rule_reasons,
+    state_reference,
+)
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DAY = 86400.0
@@ -22,6 +30,14 @@ DAY = 86400.0
         ("Did I ever go to Rome?", "event", "past or history cue 'did'"),
         ("Where does Kenji work?", "event", "third person, no state word"),
         ("Which US state do Audrey and Andrew live in?", "event", "third person, no state word"),
+        ("Where did I live before Leeds?", "former", "earlier state of the user ('before')"),
+        ("where did i use to work", "former", "earlier state of the user ('did i use to')"),
+        ("What was my first car?", "former", "earlier state of the user ('my first')"),
+        ("What did Jon do before the race?", "event", "past or history cue 'did'"),
+        ("what phone am i using", "state", "about the user ('i'), present tense"),
+        ("Remind me where I work", "state", "about the user ('me'), present tense"),
+        ("Am I no longer vegetarian?", "state", "state word 'no longer'"),
+        ("What has Jon been doing lately?", "state", "state word 'lately'"),
     ],
 )
 def test_each_query_gets_one_rule_and_the_cue_that_chose_it(
@@ -30,6 +46,8 @@ def test_each_query_gets_one_rule_and_the_cue_that_chose_it(
     rule = classify_query(query, NOW)
     assert (rule.kind, rule.reason) == (kind, reason)
     assert rule.uses_lexical == (kind != "state")
+    assert pytest.approx(0.5) == STATE_AGE_SCALE
+    assert ANCHOR_MEMBERS == 5
 
 
 def test_a_period_query_ages_memories_by_their_distance_to_the_period() -> None:
@@ -54,19 +72,58 @@ def test_an_event_query_is_time_neutral() -> None:
     }
 
 
-def test_a_state_query_ages_from_the_users_newest_memory_not_the_clock() -> None:
+def test_a_state_query_ages_from_its_anchor_not_the_clock_at_half_the_days() -> None:
     rule = classify_query("Where do I live?", NOW)
     newest = NOW.timestamp() - 400 * DAY  # the user has been away for 400 days
-    epochs = np.array([newest, newest - 197 * DAY])
+    epochs = np.array([newest, newest - 198 * DAY])
     ages = rule_ages(rule, epochs, NOW, newest)
-    assert ages.tolist() == pytest.approx([0.0, 197.0])
+    assert ages.tolist() == pytest.approx([0.0, 99.0])
     later = datetime(2030, 1, 1, tzinfo=UTC)
     assert rule_ages(rule, epochs, later, newest).tolist() == ages.tolist()
     reasons = rule_reasons(rule, ages, np.array([0.577, 0.47]))
     assert reasons[1] == (
         "current-state query (about the user ('i'), present tense): similarity = cosine 0.47, "
-        "word overlap ignored; 197 days older than the user's newest memory"
+        "word overlap ignored; 198 days older than the newest of the query's 5 closest "
+        "memories, aged at 0.5"
     )
+
+
+def test_the_state_anchor_is_the_newest_of_the_most_relevant_members() -> None:
+    rule = classify_query("Where do I live?", NOW)
+    base = NOW.timestamp()
+    # five relevant members (newest 30 days old), then chatter from yesterday, less relevant
+    epochs = base - DAY * np.array([400.0, 30.0, 90.0, 200.0, 300.0, 1.0, np.nan])
+    relevance = np.array([0.9, 0.6, 0.5, 0.45, 0.4, 0.2, 0.95])
+    anchor = rule_anchor(rule, epochs, relevance, base - DAY)
+    assert anchor == pytest.approx(base - 30 * DAY)
+    ages = rule_ages(rule, epochs, NOW, anchor)
+    assert ages[:6].tolist() == pytest.approx([185.0, 0.0, 30.0, 85.0, 135.0, 0.0])
+    assert np.isnan(ages[6])  # no timestamp: the kernel's fallback recency
+
+
+def test_a_former_state_query_ages_what_is_newer_than_its_oldest_close_memory() -> None:
+    rule = classify_query("Where did I live before Berlin?", NOW)
+    assert rule.uses_lexical
+    base = NOW.timestamp()
+    epochs = base - DAY * np.array([10.0, 400.0, 100.0, 5.0])
+    relevance = np.array([0.9, 0.7, 0.1, 0.8])
+    anchor = rule_anchor(rule, epochs, relevance, base)
+    assert anchor == pytest.approx(base - 400 * DAY)
+    ages = rule_ages(rule, epochs, NOW, anchor)
+    assert ages.tolist() == pytest.approx([195.0, 0.0, 150.0, 197.5])
+    assert rule_reasons(rule, ages, np.zeros(4))[0] == (
+        "former-state query (earlier state of the user ('before')): 390 days newer than the "
+        "oldest of the query's 5 closest memories, aged at 0.5"
+    )
+    assert rule_ages(rule, epochs, NOW, None).tolist() == [0.0] * 4
+
+
+def test_other_rules_keep_the_anchor_they_are_given() -> None:
+    epochs, relevance = np.array([0.0, 1e9]), np.array([1.0, 0.0])
+    for query in ("When did Jon lose his job?", "What did I do in May 2026?"):
+        assert rule_anchor(classify_query(query, NOW), epochs, relevance, 5.0) == 5.0
+    state = classify_query("Where do I live?", NOW)
+    assert rule_anchor(state, np.array([np.nan]), np.array([1.0]), 5.0) == 5.0
 
 
 def test_the_state_reference_is_never_after_now() -> None:
@@ -75,4 +132,4 @@ def test_the_state_reference_is_never_after_now() -> None:
     assert state_reference(NOW, None) == NOW.timestamp()
     rule = classify_query("Where do I live?", NOW)
     ages = rule_ages(rule, np.array([future, NOW.timestamp() - DAY]), NOW, future)
-    assert ages.tolist() == pytest.approx([0.0, 1.0])
+    assert ages.tolist() == pytest.approx([0.0, 0.5])
