@@ -14,6 +14,10 @@ Generic English cues, no topics, names or dataset phrases:
   state was, and the superseded fact answers it.
 * ``PAST_CUE``: a past auxiliary or a question about the history of events (did, was, ago,
   used to, when, how many times, how often, how long, ever, ...).
+* ``PAST_VERB``: a common verb in the simple past (went, saw, taught, bought, happened, ...):
+  "Who taught me chess?" asks about an event even with a person cue and no auxiliary, unless
+  a perfect auxiliary (``PERFECT_CUE``: have, has, 've) makes it a present state ("Where
+  have I moved to?").
 * ``PERSON_CUE``: a first- or second-person word (I, my, we, our, you, ...): the question is
   about the user. Capitalised "US" is the country, not "us".
 """
@@ -29,7 +33,16 @@ import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
 
-__all__ = ["FORMER_CUE", "PAST_CUE", "PERSON_CUE", "STATE_CUE", "days_from_period", "named_period"]
+__all__ = [
+    "FORMER_CUE",
+    "PAST_CUE",
+    "PAST_VERB",
+    "PERFECT_CUE",
+    "PERSON_CUE",
+    "STATE_CUE",
+    "days_from_period",
+    "named_period",
+]
 
 _MONTH_NUMBERS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 _MONTH_NUMBERS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
@@ -93,6 +106,18 @@ PAST_CUE = re.compile(
 )
 """Past auxiliaries, pointers to an earlier time, and questions about when, how often or how
 long events happened: history answers them, not the latest state."""
+
+PAST_VERB = re.compile(
+    r"\b(went|saw|took|gave|came|wrote|ate|drank|drove|flew|ran|sang|swam|began|knew|grew"
+    r"|threw|spoke|broke|chose|forgot|taught|bought|brought|caught|thought|met|told|sold|won"
+    r"|lost|paid|spent|sent|built|heard|happened|visited|started|finished|moved|learned"
+    r"|learnt|decided|tried|asked|adopted|celebrated|attended|graduated)\b",
+    re.IGNORECASE,
+)
+"""Common simple-past verbs: with no perfect auxiliary, the question is about an event."""
+
+PERFECT_CUE = re.compile(r"\b(have|has)\b|'ve\b", re.IGNORECASE)
+"""Perfect auxiliaries: "have moved" is a present state, not a past event."""
 
 PERSON_CUE = re.compile(
     r"\b(?:(?i:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|you|you're"

@@ -16,7 +16,8 @@ Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
   ``now``), not from the clock or the user's latest chatter: a user who comes back after a
   year gets the same order, and small talk written since the update does not age it;
 * **anything else** (third-person questions, past or history cues: did, was, when, how many
-  times, ever, before, ...): time-neutral, age 0, fused relevance.
+  times, ever, before, ..., or a simple-past verb without have/has: "Who taught me chess?"):
+  time-neutral, age 0, fused relevance.
 
 "The query's closest memories" are the ``ANCHOR_MEMBERS`` pool members of highest relevance.
 Under both state rules ages count at ``STATE_AGE_SCALE`` (half): with the recall's 120-day
@@ -39,6 +40,8 @@ from kernel.retrieval import SECONDS_PER_DAY
 from plugin.memory.time_cues import (
     FORMER_CUE,
     PAST_CUE,
+    PAST_VERB,
+    PERFECT_CUE,
     PERSON_CUE,
     STATE_CUE,
     days_from_period,
@@ -95,6 +98,9 @@ def classify_query(query: str, now: datetime) -> QueryTime:
     found = PAST_CUE.search(query)
     if found is not None:
         return QueryTime("event", f"past or history cue {_cue(found.group(0))!r}")
+    found = PAST_VERB.search(query)
+    if found is not None and PERFECT_CUE.search(query) is None:
+        return QueryTime("event", f"past-tense verb {_cue(found.group(0))!r}")
     if person is not None:
         return QueryTime("state", f"about the user ({_cue(person.group(0))!r}), present tense")
     return QueryTime("event", "third person, no state word")

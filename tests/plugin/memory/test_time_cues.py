@@ -8,6 +8,8 @@ import pytest
 from plugin.memory.time_cues import (
     FORMER_CUE,
     PAST_CUE,
+    PAST_VERB,
+    PERFECT_CUE,
     PERSON_CUE,
     STATE_CUE,
     days_from_period,
@@ -120,3 +122,24 @@ def test_state_past_and_person_cues(
 def test_former_state_cues(query: str, former: str | None) -> None:
     match = FORMER_CUE.search(query)
     assert (None if match is None else " ".join(match.group(0).lower().split())) == former
+
+
+@pytest.mark.parametrize(
+    ("query", "verb", "perfect"),
+    [
+        ("Who taught me chess?", "taught", None),
+        ("what happened to the roof", "happened", None),
+        ("Where have I moved to?", "moved", "have"),
+        ("I've bought a car, which one?", "bought", "'ve"),
+        ("What car do I drive?", None, None),
+        ("Am I married?", None, None),
+    ],
+)
+def test_past_verbs_and_perfect_auxiliaries(
+    query: str, verb: str | None, perfect: str | None
+) -> None:
+    def found(pattern: object) -> str | None:
+        match = pattern.search(query)  # type: ignore[attr-defined]
+        return None if match is None else match.group(0).lower()
+
+    assert (found(PAST_VERB), found(PERFECT_CUE)) == (verb, perfect)

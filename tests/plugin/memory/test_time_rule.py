@@ -37,6 +37,9 @@ DAY = 86400.0
         ("what phone am i using", "state", "about the user ('i'), present tense"),
         ("Remind me where I work", "state", "about the user ('me'), present tense"),
         ("Am I no longer vegetarian?", "state", "state word 'no longer'"),
+        ("Who taught me chess?", "event", "past-tense verb 'taught'"),
+        ("Where have I moved to?", "state", "about the user ('i'), present tense"),
+        ("Am I married?", "state", "about the user ('i'), present tense"),
         ("What has Jon been doing lately?", "state", "state word 'lately'"),
     ],
 )
