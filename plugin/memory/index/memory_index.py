@@ -34,7 +34,7 @@ from plugin.memory.index.rehearsal import (
 )
 from plugin.memory.index.schema import user_key
 from plugin.memory.index.session import WriteSession
-from plugin.memory.index.sync import SyncReport, backfill, reconcile
+from plugin.memory.index.sync import SyncReport, backfill, index_held, reconcile
 from plugin.memory.layout import user_collection_name
 from plugin.memory.results import check_ids, check_user
 
@@ -315,9 +315,40 @@ class MemoryIndex:
             raise InvalidInputError(f"turn_id must not contain NUL characters: {shown(turn_id)}")
         if user_id not in self._ready:
             self._settle(user_id, wait=True)  # a pre-index store is indexed before counting
-        key, _ = self.user_key(user_id)
-        return self.backend.write(
-            lambda tx: record_recalls(tx, key, turn_id, wanted, epoch=epoch, iso=iso)
+        key, name = self.user_key(user_id)
+
+        def count(ids: list[str]) -> RecallOutcome:
+            return self.backend.write(
+                lambda tx: record_recalls(tx, key, turn_id, ids, epoch=epoch, iso=iso)
+            )
+
+        outcome = count(wanted)
+        if not outcome.missing:
+            return outcome
+        collection = self.collections.of(user_id, create=False)
+        if collection is None:
+            return outcome
+        # The turn surfaced memories the index lacks: most likely added to Chroma by a writer
+        # that has not settled them yet (live: wait for its lock; killed: settle its entries).
+        # Counting them only once they are indexed keeps the add's own counts from replacing
+        # this increment.
+        with self.backend.lock(name, timeout=self.lock_timeout):
+            self.settle_locked(user_id, collection)
+            later = count(list(outcome.missing))
+            if later.missing:
+                index_held(self.backend, self.collections, key, collection, later.missing)
+                last = count(list(later.missing))
+                later = RecallOutcome(
+                    (*later.incremented, *last.incremented),
+                    (*later.already, *last.already),
+                    last.missing,
+                )
+        incremented = {*outcome.incremented, *later.incremented}
+        already = {*outcome.already, *later.already}
+        return RecallOutcome(
+            incremented=tuple(ident for ident in wanted if ident in incremented),
+            already=tuple(ident for ident in wanted if ident in already),
+            missing=tuple(ident for ident in wanted if ident in later.missing),
         )
 
     def close(self) -> None:

@@ -34,9 +34,10 @@ from plugin.memory.index.documents import (
     remove_user_docs,
 )
 from plugin.memory.index.journal import Entry, matches, settle
+from plugin.memory.index.journal import entries as journal_entries
 from plugin.memory.timestamps import normalize_timestamp
 
-__all__ = ["PAGE", "Counts", "SyncReport", "backfill", "reconcile"]
+__all__ = ["PAGE", "Counts", "SyncReport", "backfill", "index_held", "reconcile"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,15 +107,18 @@ def reconcile(
     entries: Sequence[Entry],
     *,
     counts: Mapping[str, Counts] | None = None,
+    stored: Mapping[str, tuple[object, Mapping[str, Any] | None]] | None = None,
 ) -> SyncReport:
     """Settle ``entries`` by what Chroma holds for their ids, in one transaction.
 
-    ``counts`` (an undo's) replace the index's counts of the ids Chroma still holds.
+    ``counts`` (an undo's) replace the index's counts of the ids Chroma still holds;
+    ``stored`` is Chroma's rows of the ids when the caller has just read them.
     """
     if not entries:
         return SyncReport()
     ids = [entry.memory_id for entry in entries]
-    stored = _stored_rows(collections, collection, ids)
+    if stored is None:
+        stored = _stored_rows(collections, collection, ids)
     docs: list[IndexedDoc] = []
     gone: list[str] = []
     for entry in entries:
@@ -149,6 +153,39 @@ def reconcile(
 
     removed = backend.write(work)
     return SyncReport(indexed=len(docs), removed=removed, reconciled=len(entries))
+
+
+def index_held(
+    backend: Backend, collections: UserCollections, key: int, collection: Any, ids: Sequence[str]
+) -> SyncReport:
+    """Index those of ``ids`` that Chroma holds now, whatever their journal entries' due time.
+
+    For a turn that surfaced memories the index lacks (their add is in Chroma, its settling
+    not yet in the index); the caller holds the user's lock, so no live writer is between
+    Chroma and the index. An id with an entry is settled only when Chroma holds the very row
+    the entry announced: that call has landed and can change nothing more. Any other entry
+    (an upsert or forget a timed-out call may still make) keeps waiting for its due time.
+    """
+    wanted = list(dict.fromkeys(ids))
+    stored = _stored_rows(collections, collection, wanted)
+    if not stored:
+        return SyncReport()
+    pending = {
+        entry.memory_id: entry
+        for entry in backend.read(lambda tx: journal_entries(tx, key))
+        if entry.memory_id in stored
+    }
+    chosen: list[Entry] = []
+    for ident in wanted:
+        row = stored.get(ident)
+        if row is None:
+            continue
+        entry = pending.get(ident)
+        if entry is None:
+            chosen.append(Entry(ident, "resync", {}))
+        elif entry.op == "write" and matches(entry.intent, *row):
+            chosen.append(entry)
+    return reconcile(backend, collections, key, collection, chosen, stored=stored)
 
 
 def _put_page(backend: Backend, key: int, docs: list[IndexedDoc], *, rebuild: bool) -> None:
