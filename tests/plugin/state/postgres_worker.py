@@ -30,7 +30,9 @@ def _model(delay: float) -> ScriptedModel:
 
 
 def _store(args: argparse.Namespace) -> PostgresStateStore:
-    return PostgresStateStore(args.url, schema=args.schema, pool_size=2)
+    return PostgresStateStore(
+        args.url, schema=args.schema, pool_size=2, lock_timeout=args.lock_timeout
+    )
 
 
 async def run_turns(args: argparse.Namespace) -> None:
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--go-file", default="")
+    parser.add_argument("--lock-timeout", type=float, default=30.0)
     args = parser.parse_args(argv)
     asyncio.run(run_turns(args) if args.mode == "turns" else hang(args))
     return 0

@@ -820,6 +820,50 @@ def test_a_worker_killed_mid_turn_releases_the_conversation(url: str, schema: st
     assert_paired_and_replayable(state, transcript)
 
 
+def waiters(url: str, schema: str, conversation: str) -> int:
+    """How many sessions wait (not granted) for the conversation's lock."""
+    key = conversation_lock_key(schema, conversation)
+    rows = run_sql(
+        url,
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s",
+        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+    )
+    return int(rows[0][0])
+
+
+def test_a_turn_waiting_on_a_killed_holder_completes_once_its_connection_drops(
+    url: str, schema: str
+) -> None:
+    Worker("turns", url, schema, "victim", worker=0).finish()
+    hung = Worker("hang", url, schema, "victim", worker=1)
+    waiter: Worker | None = None
+    try:
+        hung.expect("STREAMING")
+        holder, _, _ = holder_activity(url, schema, "victim")
+        # Another process's next turn, willing to wait 300 s, queues behind the hung one.
+        waiter = Worker("turns", url, schema, "victim", worker=2, start=0, lock_timeout=300)
+        waiter.expect("READY")
+        deadline = time.monotonic() + 60
+        while waiters(url, schema, "victim") == 0:
+            assert waiter.process.poll() is None, "the waiting worker exited"
+            assert time.monotonic() < deadline, "the next turn never waited for the lock"
+            time.sleep(0.05)
+        assert holder_activity(url, schema, "victim")[0] == holder  # still the hung worker's
+        hung.kill()
+        # The lock goes with the killed worker's connection, not at the waiter's 300 s
+        # timeout: its turn completes within 60 s (a bound for a loaded machine).
+        waiter.finish(timeout=60)
+    finally:
+        hung.kill()
+        if waiter is not None:
+            waiter.kill()
+    assert hung.process.returncode == -signal.SIGKILL
+    state, transcript = stored(url, schema, "victim")
+    assert [content for _, content in transcript[::2]] == [message_for(0, 0), message_for(2, 0)]
+    assert_paired_and_replayable(state, transcript)
+
+
 def test_processes_on_one_conversation_lose_no_update(
     url: str, schema: str, tmp_path: Path
 ) -> None:
