@@ -4,7 +4,9 @@ Each memory the turn surfaced gets ``recall_count + 1`` (stopping at 2**53 - 1) 
 ``last_recalled_at`` moved forward to the turn's time, once per (memory, turn id): the
 counts live in the memory index (``plugin.memory.index.rehearsal``), whose unique keys and
 atomic updates make that exact across processes and hosts, where Chroma (no compare-and-set)
-lost increments. Chroma keeps the ingest-time values. The turn's new memory (the user
+lost increments. A surfaced memory the index does not hold yet (another worker's add, in
+Chroma but not yet settled) is counted once it is indexed, not dropped. Chroma keeps the
+ingest-time values. The turn's new memory (the user
 message, with a deterministic id) is inserted if absent, through the index's journal, so a
 late replay cannot reset counts later turns added.
 """

@@ -308,7 +308,13 @@ class MemoryIndex:
     def record_recalls(
         self, user_id: str, turn_id: str, ids: Iterable[str], *, epoch: float, iso: str
     ) -> RecallOutcome:
-        """Count turn ``turn_id``'s recall of ``ids`` once per memory, atomically."""
+        """Count turn ``turn_id``'s recall of ``ids`` once per memory, atomically.
+
+        An id the index lacks is counted once the index holds it: the call waits for the
+        user's writers and indexes what Chroma holds, so an add another worker has made but
+        not yet settled (or died settling) loses no recall; only an id Chroma lacks too is
+        reported missing.
+        """
         user_id = check_user(user_id)
         wanted = check_ids(ids, "recalled_ids")
         if "\x00" in turn_id:
