@@ -184,10 +184,13 @@ def test_a_collection_filled_by_another_embedder_is_refused(
     with ChromaMemory(tmp_path, embedder=embedder) as memory:
         memory.add([record("m1", "I keep bees.")])
 
-    class Renamed(SentenceTransformerEmbedder):
-        @property
-        def name(self) -> str:
-            return "some-other-model"
+    class Renamed:
+        """The session's model under another name (loading a second model costs ~15 s)."""
+
+        name = "some-other-model"
+        dimension = embedder.dimension
+        embed_documents = staticmethod(embedder.embed_documents)
+        embed_query = staticmethod(embedder.embed_query)
 
     with (
         ChromaMemory(tmp_path, embedder=Renamed()) as other,
