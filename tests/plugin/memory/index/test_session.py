@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from plugin.errors import EmbeddingError, StoreError
+from plugin.memory import writes
 from plugin.memory.index import journal, session
 from plugin.memory.records import MemoryRecord
 from plugin.memory.store import ChromaMemory
-from plugin.memory.writes import WRITE_CHUNK
 from plugin.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 
@@ -56,10 +56,12 @@ class FailingOnCall:
 
 
 def test_a_failed_add_or_upsert_leaves_the_index_as_chroma_put_back(
-    tmp_path: Path, embedder: Embedder
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Chunks of 32, not the 512 of WRITE_CHUNK: the same two-chunk failure, a tenth the embedding.
+    monkeypatch.setattr(writes, "WRITE_CHUNK", 32)
     flaky = FailingOnCall(embedder, fail_on=0)
-    batch = [note(f"m{i}", f"note {i} on bees") for i in range(WRITE_CHUNK + 20)]
+    batch = [note(f"m{i}", f"note {i} on bees") for i in range(writes.WRITE_CHUNK + 20)]
     with ChromaMemory(tmp_path / "chroma", embedder=flaky) as memory:
         memory.add([note("keep", "an older note on bees", recall_count=4)])
         memory.apply_turn_writes("t", user_id="ann", recalled_ids=["keep"], recalled_at=STAMP)
@@ -69,7 +71,7 @@ def test_a_failed_add_or_upsert_leaves_the_index_as_chroma_put_back(
         assert memory.count("ann") == 1
         assert_consistent(memory, ("ann",))
         flaky.fail_on = 0
-        memory.add(batch[:WRITE_CHUNK])
+        memory.add(batch[: writes.WRITE_CHUNK])
         flaky.calls, flaky.fail_on = 0, 2
         replaced = [note("keep", "a replaced note"), *[{**r, "text": "piano"} for r in batch]]
         with pytest.raises(EmbeddingError, match="nothing of this upsert was kept"):
