@@ -726,25 +726,29 @@ class MemoryContract:
         assert memory.count() == 0
 
     def test_a_write_chroma_refuses_part_way_takes_back_what_it_stored(
-        self, memory: ChromaMemory
+        self, memory: ChromaMemory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        old = [record(f"m{i}", f"old note {i} about the garden") for i in range(0, 600, 2)]
+        # Chunks of 32 instead of WRITE_CHUNK's 512: the same chunk-by-chunk write and undo,
+        # with a sixteenth of the embedding (the sizes were 600 records, the 551st refused).
+        monkeypatch.setattr("plugin.memory.writes.WRITE_CHUNK", 32)
+        size, refused = 38, 35
+        old = [record(f"m{i}", f"old note {i} about the garden") for i in range(0, size, 2)]
         memory.add(old)
-        batch: list[Any] = [record(f"m{i}", f"new note {i} about the sea") for i in range(600)]
+        batch: list[Any] = [record(f"m{i}", f"new note {i} about the sea") for i in range(size)]
         # A new record Chroma refuses that got past validation (model_construct skips it):
-        # the write fails in its second 512-record chunk, after the first was stored.
-        batch[551] = MemoryRecord.model_construct(
-            **{**MemoryRecord.model_validate(batch[551]).__dict__, "extra": {"$and": 1}}
+        # the write fails in its second 32-record chunk, after the first was stored.
+        batch[refused] = MemoryRecord.model_construct(
+            **{**MemoryRecord.model_validate(batch[refused]).__dict__, "extra": {"$and": 1}}
         )
         with pytest.raises(StoreError, match="nothing of this add was kept"):
             memory.add(batch)
-        assert memory.count() == 300
+        assert memory.count() == len(old)
         with pytest.raises(StoreError, match="nothing of this upsert was kept"):
             memory.upsert(batch)
-        assert memory.count() == 300
-        kept = memory.get([f"m{i}" for i in range(600)], user_id="ann")
+        assert memory.count() == len(old)
+        kept = memory.get([f"m{i}" for i in range(size)], user_id="ann")
         assert [r.text for r in kept] == [
-            f"old note {i} about the garden" for i in range(0, 600, 2)
+            f"old note {i} about the garden" for i in range(0, size, 2)
         ]
         (hit,) = memory.candidates("old note 0 about the garden", "ann", candidates=1)
         assert hit.id == "m0" and hit.distance == pytest.approx(0.0, abs=1e-5)
