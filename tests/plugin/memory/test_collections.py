@@ -74,7 +74,8 @@ def test_small_users_stay_readable_after_the_index_cache_evicts_them(
     with ChromaMemory(tmp_path, embedder=embedder, index_cache=20) as memory:
         cache = memory.index_cache
         assert cache is not None and cache < 60
-        users = _fill(memory, 3 * cache)
+        # Twice the cache: the round-robin second pass still reloads every user's index.
+        users = _fill(memory, 2 * cache)
         _recall_every_user_twice(memory, users)
         memory.add([record("late", "one more note about bees", user=users[0])])
         assert memory.count(users[0]) == 4
@@ -85,7 +86,7 @@ def test_a_collection_made_before_sync_threshold_one_is_fixed_when_opened(
 ) -> None:
     with ChromaMemory(tmp_path, embedder=embedder, index_cache=20) as memory:
         assert memory.index_cache is not None
-        users = [f"old-{index:03d}" for index in range(3 * memory.index_cache)]
+        users = [f"old-{index:03d}" for index in range(2 * memory.index_cache)]
         client = _raw(memory)
         rng = np.random.default_rng(7)
         for user in users:  # as the previous release created them: sync_threshold 1000
