@@ -275,18 +275,18 @@ def test_migrate_killed_at_random_points_and_rerun_moves_every_memory_once(
     tmp_path: Path, reference: dict[str, Any], embedder: SentenceTransformerEmbedder
 ) -> None:
     """Each run is killed at a random point of its copy or its removal (read from its own
-    progress bar), up to 16 times; then one runs to the end."""
+    progress bar), up to 10 times; then one runs to the end."""
     store = tmp_path / "chroma"
     _build_legacy(store, reference)
     rng = random.Random(1313)
     kills: list[str] = []  # the phase each kill left the store in
     pages = -(-sum(len(rows["ids"]) for rows in reference["rows"].values()) // 3)
-    for attempt in range(16):
+    for attempt in range(10):
         phase = _phase(store)
         if phase == "done":
             break
-        # Ten runs killed in the copy (each rescans from the start), then in the removal.
-        label = "migrate: copy" if attempt < 10 and phase == "copying" else "migrate: remove old"
+        # Six runs killed in the copy (each rescans from the start), then in the removal.
+        label = "migrate: copy" if attempt < 6 and phase == "copying" else "migrate: remove old"
         process = _migrate_process(store, 3, "--progress")
         if _kill_part_way(process, label, rng.randint(0, pages)):
             kills.append(_phase(store))
