@@ -5,7 +5,7 @@ ranking (``plugin.memory.ranking.rank_rows``), on the per-user collections it cr
 HNSW settings (the "user" rows). The memory's observer reports each Chroma query's time, so
 the mapper's share is the query path's time minus Chroma's; the embed stage runs the real
 model on one sentence per query. The "shared" rows are the old layout's recall on the same
-memories: one shared collection of every user (built beside them), queried ``where user_id``,
+memories: one shared collection of every user (in a store of its own), queried ``where user_id``,
 mapped and ranked the same way, embedding excluded. The "none" rows query that collection
 without a filter, and ``filter_only_ms`` times its ``where user_id`` alone.
 
@@ -28,7 +28,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -311,33 +312,43 @@ def _open(
     return memory, time.perf_counter() - start
 
 
-def _shared(memory: ChromaMemory, corpus: Corpus, plan: RecallPlan) -> Any:
-    """The corpus in one collection of every user, beside the per-user ones (reused if whole)."""
+@contextmanager
+def _shared(memory: ChromaMemory, corpus: Corpus, plan: RecallPlan) -> Iterator[Any]:
+    """The corpus in one collection of every user (the old layout), built (or reused if whole)
+    in a store of its own beside the per-user one, as ``_open`` gives every store: in the
+    per-user store its 100,000 rows would slow that store's SQLite reads, which no real
+    per-user store pays."""
     from chromadb.errors import NotFoundError
 
     from plugin.memory.records import MemoryRecord
 
-    client = _client_beside(memory)
-    name = f"{memory.collection_name}-shared"
+    own = Path(memory.location)
+    client, lock = open_client(parse_location(str(own.with_name(f"{own.name}-shared"))))
     try:
-        shared = client.get_collection(name, embedding_function=None)
-    except NotFoundError:
-        configuration = {"hnsw": {"space": "cosine", **plan.hnsw.model_dump()}}
-        shared = client.create_collection(
-            name, configuration=configuration, embedding_function=None
-        )
-    n = len(corpus.texts)
-    if shared.count() != n:
-        records = [MemoryRecord.model_validate(r) for r in corpus.records()]
-        for start in range(0, n, 2048):
-            part = records[start : start + 2048]
-            shared.upsert(
-                ids=[r.id for r in part],
-                embeddings=corpus.vectors[start : start + len(part)],
-                documents=[r.text for r in part],
-                metadatas=[r.to_metadata() for r in part],
+        name = f"{memory.collection_name}-shared"
+        try:
+            shared = client.get_collection(name, embedding_function=None)
+        except NotFoundError:
+            configuration = {"hnsw": {"space": "cosine", **plan.hnsw.model_dump()}}
+            shared = client.create_collection(
+                name, configuration=configuration, embedding_function=None
             )
-    return shared
+        n = len(corpus.texts)
+        if shared.count() != n:
+            records = [MemoryRecord.model_validate(r) for r in corpus.records()]
+            for start in range(0, n, 2048):
+                part = records[start : start + 2048]
+                shared.upsert(
+                    ids=[r.id for r in part],
+                    embeddings=corpus.vectors[start : start + len(part)],
+                    documents=[r.text for r in part],
+                    metadatas=[r.to_metadata() for r in part],
+                )
+        yield shared
+    finally:
+        client.close()
+        if lock is not None:
+            lock.release()
 
 
 def _measure(
@@ -347,9 +358,10 @@ def _measure(
     model: Embedder,
     plan: RecallPlan,
     step: Callable[[int], None],
+    old_layout: Any,
 ) -> list[dict[str, Any]]:
     """Per-user and unfiltered shared-collection rows, queries interleaved."""
-    shared = _TimedCollection(_shared(memory, corpus, plan))
+    shared = _TimedCollection(old_layout)
     exact = Exact(corpus)
     k = plan.candidates
     stages: dict[str, list[int]] = {
@@ -454,11 +466,8 @@ def _measure(
     return [filtered, shared_row, unfiltered_row]
 
 
-def _overfetch(
-    memory: ChromaMemory, corpus: Corpus, plan: RecallPlan, fetch: int
-) -> dict[str, Any]:
+def _overfetch(shared: Any, corpus: Corpus, plan: RecallPlan, fetch: int) -> dict[str, Any]:
     """Unfiltered query of ``fetch`` rows, then keep the user's first k: time and recall."""
-    shared = _shared(memory, corpus, plan)
     exact = Exact(corpus)
     assert corpus.query_vectors is not None
     times: list[int] = []
@@ -614,10 +623,13 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                     }
                 )
                 queries = len(corpus.query_texts)
-                with progress_bar(queries, progress, f"{kind} n={n:,} queries", "query") as step:
-                    rows.extend(_measure(memory, timer, corpus, model, plan, step))
-                if kind == "random" and n == max(plan.sizes):
-                    overfetch.extend(_overfetch(memory, corpus, plan, f) for f in plan.overfetch)
+                with (
+                    _shared(memory, corpus, plan) as old,
+                    progress_bar(queries, progress, f"{kind} n={n:,} queries", "query") as step,
+                ):
+                    rows.extend(_measure(memory, timer, corpus, model, plan, step, old))
+                    if kind == "random" and n == max(plan.sizes):
+                        overfetch.extend(_overfetch(old, corpus, plan, f) for f in plan.overfetch)
             finally:
                 memory.close()
             if kind == "random" and n == max(plan.sizes) and plan.partition:

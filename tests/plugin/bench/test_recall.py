@@ -6,9 +6,12 @@ import io
 import json
 import math
 from contextlib import redirect_stdout
+from pathlib import Path
 from typing import Any
 
+import chromadb
 import pytest
+from chromadb.config import Settings
 
 from plugin.bench.recall import format_report
 from plugin.cli import main
@@ -107,3 +110,29 @@ def test_the_100k_target_needs_the_p95_and_the_recall(p95: float, recall: float,
     judged = targets([_row("user", p95, recall), _row("shared", 164.0, 0.995)])["p95_at_100k"]
     assert judged["met"] is met and judged["measured_ms"] == p95
     assert judged["shared_collection_ms"]["p95"] == 164.0
+
+
+def test_the_old_layout_lives_in_a_store_of_its_own(tmp_path: Path) -> None:
+    """The per-user store holds only the users' collections, as a real one does: the shared
+    collection's rows in its SQLite file would slow the per-user reads being timed."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["bench", "recall", "--quick", "--json", "--keep", str(tmp_path)]) == 0
+    (own,) = [
+        p for p in tmp_path.iterdir() if p.name.startswith("random-1000-") and p.is_dir()
+        and not p.name.endswith("-shared")
+    ]  # fmt: skip
+
+    def collections(store: Path) -> dict[str, int]:
+        client = chromadb.PersistentClient(
+            path=str(store), settings=Settings(anonymized_telemetry=False)
+        )
+        try:
+            return {c.name: c.count() for c in client.list_collections()}
+        finally:
+            client.close()
+
+    users = collections(own)
+    assert len(users) == 10 and sum(users.values()) == 1000
+    assert all(name.startswith(f"{own.name}.user-") for name in users)
+    assert collections(own.with_name(f"{own.name}-shared")) == {f"{own.name}-shared": 1000}
