@@ -197,7 +197,9 @@ def test_random_kills_leave_chroma_and_the_index_identical(
 ) -> None:
     rng = random.Random(7)
     ops = 0
-    for iteration in range(5 if setup.index == "-" else 3):
+    # Every step of every write kind is killed deterministically below: the random rounds only
+    # add kills at moments nobody chose, so three per configuration suffice.
+    for iteration in range(3):
         ops += kill_at_random(setup, "mixed", 100 + iteration, rng)
         check(setup, embedder)
     assert ops >= 5, "the workers were killed before they wrote anything"
@@ -251,7 +253,7 @@ def test_recall_counts_stay_exact_through_kills_and_replays(
         seed(memory)
     check(setup, embedder)  # and forget the embedded system before the workers write
     rng = random.Random(11)
-    for iteration in range(3):
+    for iteration in range(2):  # the kill inside the counting transaction follows
         kill_at_random(setup, "turns", 500 + iteration, rng)
     kill_at_step(setup, "turns", 600, "counting", 3)
     turns = [json.loads(line) for line in setup.log.read_text().splitlines() if line.strip()]
