@@ -41,7 +41,9 @@ def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def _race(url: str, index: str, names: list[str], tmp_path: Path) -> None:
-    start = tmp_path / f"start-{'-'.join(names)}"
+    # A start file of its own each race: with an old one present the workers would not wait,
+    # and "done" could arrive in readline's buffer, which communicate() never reads.
+    start = tmp_path / f"start-{'-'.join(names)}-{len(list(tmp_path.glob('start-*')))}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     workers = [
         subprocess.Popen(
