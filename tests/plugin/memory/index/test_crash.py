@@ -150,11 +150,27 @@ def kill_at_random(setup: Setup, mode: str, seed_value: int, rng: random.Random)
     """Run a worker, SIGKILL it at a random moment of its writes; how many ops it began."""
     process, lines = _start(setup, mode, seed_value)
     _wait_ready(process, lines)
+    # Two ops begun first, so a loaded machine's slow start cannot leave a round with no write
+    # to interrupt; the kill then lands at a moment nobody chose.
+    begun = _wait_ops(process, lines, 2)
     time.sleep(rng.uniform(0.05, 2.5))
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     time.sleep(0.1)
-    return _ops(lines)
+    return begun + _ops(lines)
+
+
+def _wait_ops(process: subprocess.Popen[str], lines: queue.Queue[str], count: int) -> int:
+    """Wait until the worker has begun ``count`` ops (or ended); how many it began."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    seen = 0
+    while seen < count and process.poll() is None and time.monotonic() < deadline:
+        try:
+            if lines.get(timeout=0.5).startswith("op "):
+                seen += 1
+        except queue.Empty:
+            pass
+    return seen
 
 
 def kill_at_step(setup: Setup, mode: str, seed_value: int, point: str, call: int) -> int:
