@@ -20,7 +20,7 @@ typecheck: install
 	$(BIN)/mypy kernel plugin
 
 test: lint typecheck
-	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 demo: install
 	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/affect-memory demo
