@@ -40,7 +40,7 @@ import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC
-from typing import Any, TypeVar
+from typing import TypeVar
 
 try:
     import psycopg
@@ -70,6 +70,7 @@ from plugin.state.common import (
 from plugin.state.postgres_connections import (
     Connection,
     check_storable,
+    connect_first,
     display,
     one_line,
     redacted,
@@ -143,17 +144,15 @@ class PostgresStateStore(ClosingStore):
         self._display = display(params)
         self._backing = f"{self._display}#{schema}"
         self._sql = Statements.for_schema(schema)
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(2, math.ceil(connect_timeout)),
-            "fallback_application_name": "affect-memory",
-        }
-        try:
-            first = psycopg.connect(url, **kwargs)
-        except psycopg.Error as error:
-            raise StateStoreError(
-                f"cannot connect to PostgreSQL at {self._display}: {one_line(error)}"
-            ) from error
+        first, kwargs = connect_first(
+            url,
+            connect_timeout=connect_timeout,
+            application_name="affect-memory",
+            refused=lambda reason: StateStoreError(
+                f"cannot connect to PostgreSQL at {self._display}: {reason}"
+            ),
+            chain=True,
+        )
         try:
             migrate(
                 first,

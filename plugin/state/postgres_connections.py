@@ -1,8 +1,11 @@
-"""Talking to PostgreSQL: one-line driver errors without passwords, the settings of every pooled
-session, and the text PostgreSQL cannot store (NUL, lone surrogates)."""
+"""Talking to PostgreSQL: the first connection of a store or index, one-line driver errors
+without passwords, the settings of every pooled session, and the text PostgreSQL cannot store
+(NUL, lone surrogates)."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
@@ -17,6 +20,7 @@ __all__ = [
     "cancel_quietly",
     "check_storable",
     "configure",
+    "connect_first",
     "display",
     "one_line",
     "redacted",
@@ -34,6 +38,36 @@ SESSION_SETTINGS = {
     "tcp_keepalives_interval": "5",
     "tcp_keepalives_count": "3",
 }
+
+
+def connect_first(
+    url: str,
+    *,
+    connect_timeout: float,
+    application_name: str,
+    refused: Callable[[str], Exception],
+    chain: bool,
+) -> tuple[Connection, dict[str, Any]]:
+    """Open the first connection to ``url`` and return it with the keyword arguments it used.
+
+    The arguments (autocommit, ``connect_timeout`` rounded up to at least 2 s, ``application_name``
+    unless the URL sets one) are the ones the caller's pool then opens its sessions with. A driver
+    error becomes ``refused(reason)``, the reason one line with passwords masked, raised from the
+    driver error if ``chain`` and with the driver error hidden otherwise.
+    """
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": max(2, math.ceil(connect_timeout)),
+        "fallback_application_name": application_name,
+    }
+    try:
+        connection = psycopg.connect(url, **kwargs)
+    except psycopg.Error as error:
+        if chain:
+            raise refused(one_line(error)) from error
+        raise refused(one_line(error)) from None
+    return connection, kwargs
+
 
 def one_line(error: BaseException) -> str:
     """A driver error as one line, passwords masked: libpq puts hints on indented lines."""

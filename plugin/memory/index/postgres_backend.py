@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -111,7 +110,13 @@ class PostgresBackend:
                 "a PostgreSQL memory index needs psycopg 3 and psycopg-pool: "
                 "pip install 'affect-memory[postgres]'"
             ) from None
-        from plugin.state.postgres_connections import configure, display, one_line, redacted
+        from plugin.state.postgres_connections import (
+            configure,
+            connect_first,
+            display,
+            one_line,
+            redacted,
+        )
         from plugin.state.postgres_schema import SCHEMA_NAME
 
         if not SCHEMA_NAME.fullmatch(schema):
@@ -131,17 +136,15 @@ class PostgresBackend:
         self._display = f"{display(params)}?schema={schema}"
         self._closed = False
         self._local = threading.local()
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": max(2, math.ceil(connect_timeout)),
-            "fallback_application_name": "affect-memory-index",
-        }
-        try:
-            first = psycopg.connect(url, **kwargs)
-        except psycopg.Error as error:
-            raise StoreUnavailableError(
-                f"cannot connect to the memory index at {self._display}: {one_line(error)}"
-            ) from None
+        first, kwargs = connect_first(
+            url,
+            connect_timeout=connect_timeout,
+            application_name="affect-memory-index",
+            refused=lambda reason: StoreUnavailableError(
+                f"cannot connect to the memory index at {self._display}: {reason}"
+            ),
+            chain=False,
+        )
         try:
             self._migrate(first, lock_timeout)
         finally:
