@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from plugin.models.embeddings import Embedder, check_embeddings
+from plugin.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
 
 __all__ = [
     "BENCH_NOW",
@@ -149,22 +149,12 @@ class TableEmbedder:
         return vector
 
 
-class TimedEmbedder:
+class TimedEmbedder(DelegatingEmbedder):
     """An ``Embedder`` that delegates and adds up the nanoseconds spent embedding."""
 
     def __init__(self, inner: Embedder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.elapsed_ns = 0
-
-    @property
-    def name(self) -> str:
-        """The wrapped embedder's name."""
-        return self._inner.name
-
-    @property
-    def dimension(self) -> int:
-        """The wrapped embedder's dimension."""
-        return self._inner.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed through the wrapped embedder, timing the call."""

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
-from plugin.models.embeddings import Embedder, check_embeddings
+from plugin.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
 
 __all__ = ["CachedEmbedder"]
 
 
-class CachedEmbedder:
+class CachedEmbedder(DelegatingEmbedder):
     """An ``Embedder`` that serves known texts from its cache and embeds only new ones."""
 
     def __init__(self, inner: Embedder, directory: Path) -> None:
         """Wrap ``inner``, keeping its vectors in ``directory`` (created on ``save``)."""
-        self._inner = inner
+        super().__init__(inner)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", inner.name)[:60]
         digest = hashlib.sha256(inner.name.encode("utf-8")).hexdigest()[:12]
         self.path = directory / f"{slug}-{digest}.npz"
@@ -41,16 +41,6 @@ class CachedEmbedder:
             if vectors.shape == (len(texts), inner.dimension):
                 self._rows = {text: row for row, text in enumerate(texts)}
                 self._vectors = vectors
-
-    @property
-    def name(self) -> str:
-        """The wrapped model's name (recorded on the collections it fills)."""
-        return self._inner.name
-
-    @property
-    def dimension(self) -> int:
-        """The wrapped model's dimension."""
-        return self._inner.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """The vectors of ``texts``: cached ones as stored, new ones embedded once."""

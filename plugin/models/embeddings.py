@@ -25,6 +25,7 @@ from plugin.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
 __all__ = [
     "BACKEND_ENV",
     "DEFAULT_MODEL_NAME",
+    "DelegatingEmbedder",
     "Embedder",
     "SentenceTransformerEmbedder",
     "check_embeddings",
@@ -65,6 +66,32 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """A ``(dimension,)`` float32 unit vector."""
         ...
+
+
+class DelegatingEmbedder:
+    """An ``Embedder`` that hands every call to ``inner``; a wrapper overrides what it adds to."""
+
+    def __init__(self, inner: Embedder) -> None:
+        """Wrap ``inner``, whose name and dimension this embedder reports as its own."""
+        self._inner = inner
+
+    @property
+    def name(self) -> str:
+        """The wrapped embedder's name (recorded on the collections it fills)."""
+        return self._inner.name
+
+    @property
+    def dimension(self) -> int:
+        """The wrapped embedder's dimension."""
+        return self._inner.dimension
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """The wrapped embedder's vectors of ``texts``."""
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The wrapped embedder's vector of one query."""
+        return self._inner.embed_query(text)
 
 
 def default_embedder() -> Embedder:

@@ -17,28 +17,18 @@ import pytest
 
 from plugin.errors import StoreError, StoreUnavailableError
 from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from plugin.models.embeddings import DelegatingEmbedder, SentenceTransformerEmbedder
 from tests.contracts.memory_contract import REFERENCE, record
 
 _T = TypeVar("_T")
 
 
-class ThreadNoting:
+class ThreadNoting(DelegatingEmbedder):
     """The real embedder, noting the name of each thread it is called in."""
 
     def __init__(self, inner: SentenceTransformerEmbedder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.threads: list[str] = []
-
-    @property
-    def name(self) -> str:
-        """The real model's name."""
-        return self._inner.name
-
-    @property
-    def dimension(self) -> int:
-        """The real model's dimension."""
-        return self._inner.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed with the real model, noting the thread."""

@@ -19,7 +19,7 @@ from plugin.memory import writes
 from plugin.memory.index import journal, session
 from plugin.memory.records import MemoryRecord
 from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from plugin.models.embeddings import DelegatingEmbedder, Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 
 STAMP = "2025-03-01T12:00:00+00:00"
@@ -29,30 +29,19 @@ def note(ident: str, text: str, **fields: Any) -> dict[str, Any]:
     return {"id": ident, "text": text, "user_id": "ann", "timestamp": STAMP, **fields}
 
 
-class FailingOnCall:
+class FailingOnCall(DelegatingEmbedder):
     """The real embedder, failing on its ``fail_on``-th call (a model that breaks mid-batch)."""
 
     def __init__(self, inner: Embedder, fail_on: int) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.calls = 0
         self.fail_on = fail_on
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    @property
-    def dimension(self) -> int:
-        return self._inner.dimension
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1
         if self.calls == self.fail_on:
             raise EmbeddingError("the model broke")
         return self._inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._inner.embed_query(text)
 
 
 def test_a_failed_add_or_upsert_leaves_the_index_as_chroma_put_back(
