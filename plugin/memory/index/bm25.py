@@ -25,6 +25,10 @@ K1 = 1.2
 B = 0.75
 """Length normalisation."""
 
+_DENSE_SPAN = 8
+"""Scores are summed in an array over every key up to the highest when that array is at most
+this many times the postings (plus a little): keys are dense unless most memories left."""
+
 
 def idf(n_docs: int, df: int) -> float:
     """Lucene's inverse document frequency of a term in ``df`` of ``n_docs`` documents."""
@@ -61,17 +65,34 @@ def score_terms(
     df = np.asarray([len(term) for term in present], dtype=np.float64)
     idfs = np.log1p((n_docs - df + 0.5) / (df + 0.5))
     avg_length = total_length / n_docs
-    doc_keys, slot = np.unique(
-        np.concatenate([term.doc_keys for term in present]), return_inverse=True
-    )
+    keys = [term.doc_keys for term in present]
+    highest = max(int(k[-1]) for k in keys)
+    if highest < _DENSE_SPAN * sum(len(k) for k in keys) + 1024:
+        # Document keys are dense (they count up per user): sum into an array indexed by key,
+        # which needs no sort. Each term's keys are distinct, so ``+=`` adds each once.
+        dense = np.zeros(highest + 1, dtype=np.float64)
+        touched = np.zeros(highest + 1, dtype=bool)
+        for index, term in enumerate(present):
+            dense[term.doc_keys] += _weights(term, idfs[index], avg_length)
+            touched[term.doc_keys] = True
+        doc_keys = np.flatnonzero(touched)
+        return doc_keys.astype(np.int64), dense[doc_keys]
+    doc_keys, slot = np.unique(np.concatenate(keys), return_inverse=True)
     scores = np.zeros(len(doc_keys), dtype=np.float64)
     start = 0
     for index, term in enumerate(present):
-        norm = K1 * (1.0 - B + B * term.lengths / avg_length)
-        weights = idfs[index] * term.tf * (K1 + 1.0) / (term.tf + norm)
-        scores[slot[start : start + len(term)]] += weights
+        scores[slot[start : start + len(term)]] += _weights(term, idfs[index], avg_length)
         start += len(term)
     return doc_keys.astype(np.int64), scores
+
+
+def _weights(
+    term: TermPostings, term_idf: np.float64, avg_length: float
+) -> npt.NDArray[np.float64]:
+    """One term's BM25 contribution to each document in its postings."""
+    norm = K1 * (1.0 - B + B * term.lengths / avg_length)
+    weights: npt.NDArray[np.float64] = term_idf * term.tf * (K1 + 1.0) / (term.tf + norm)
+    return weights
 
 
 def postings_of(rows: Sequence[tuple[int, int, int]]) -> TermPostings:

@@ -2,11 +2,15 @@
 
 The postings of the terms a process searches are kept in a bounded cache
 (``PostingsCache``), so a common term (a speaker's name in half of the memories) is read from
-the database once, not on every query. The cache never serves a stale posting: each user's
-postings have a ``generation``, bumped by every transaction that changes them, which logs the
-documents it touched (``index_changes``); a search reads the generation in its snapshot and,
-when the cache is behind, re-reads the touched documents' postings first (or starts the user
-over if the log no longer reaches back). The scores are the same bits with or without it.
+the database once, not on every query. A user whose postings fit a quarter of the cache is
+read whole on its first miss (one ordered scan instead of one long read per new term): later
+searches then read nothing but the user's totals and the winners' ids.
+
+The cache never serves a stale posting: each user's postings have a ``generation``, bumped by
+every transaction that changes them, which logs the documents it touched (``index_changes``);
+a search reads the generation in its snapshot and, when the cache is behind, re-reads the
+touched documents' postings first (or starts the user over if the log no longer reaches
+back). The scores are the same bits with or without it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +34,9 @@ __all__ = ["CACHE_POSTINGS", "LexicalHits", "PostingsCache", "search"]
 
 CACHE_POSTINGS = 2_000_000
 """Postings a cache holds at most (24 bytes each: about 48 MB), least recently used out."""
+
+WHOLE_USER_SHARE = 4
+"""A user is read whole when their postings are at most this fraction (1/4) of the cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +61,27 @@ class _UserPostings:
     next_doc: int
     """The user's next document key then: every key from it on is a document added since."""
     terms: dict[str, TermPostings] = field(default_factory=dict)
+    complete: bool = False
+    """Every term of the user is held: a term not in ``terms`` occurs in no memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """What a cache holds of one user for one query's terms."""
+
+    generation: int
+    complete: bool
+    found: dict[str, TermPostings]
 
 
 class PostingsCache:
     """Recently searched terms' postings per user, each user's as of one generation."""
 
-    def __init__(self, capacity: int = CACHE_POSTINGS) -> None:
-        """Hold at most ``capacity`` postings (0: cache nothing)."""
+    def __init__(self, capacity: int = CACHE_POSTINGS, *, whole_users: bool = True) -> None:
+        """Hold at most ``capacity`` postings (0: cache nothing); ``whole_users``: read a
+        small enough user's postings all at once."""
         self.capacity = capacity
+        self.whole_users = whole_users
         self._users: dict[int, _UserPostings] = {}
         self._order: OrderedDict[tuple[int, str], int] = OrderedDict()
         self._size = 0
@@ -72,7 +93,24 @@ class PostingsCache:
             cached = self._users.get(key)
             if cached is None:
                 return None
-            return _UserPostings(cached.generation, cached.next_doc, dict(cached.terms))
+            return _UserPostings(
+                cached.generation, cached.next_doc, dict(cached.terms), cached.complete
+            )
+
+    def lookup(self, key: int, terms: Sequence[str]) -> _Lookup | None:
+        """The cached postings of ``terms`` for user ``key``, marked used (no copy of the rest)."""
+        with self._guard:
+            cached = self._users.get(key)
+            if cached is None:
+                return None
+            found = {term: cached.terms[term] for term in terms if term in cached.terms}
+            for term in found:
+                self._order.move_to_end((key, term))
+            return _Lookup(cached.generation, cached.complete, found)
+
+    def holds_whole(self, total_length: int) -> bool:
+        """Whether a user with ``total_length`` postings at most is read whole."""
+        return self.whole_users and total_length <= self.capacity // WHOLE_USER_SHARE
 
     def store(self, key: int, seen: int | None, fresh: _UserPostings) -> None:
         """Keep ``fresh`` for user ``key`` unless another search moved it on since ``seen``."""
@@ -95,13 +133,8 @@ class PostingsCache:
                 held = self._users.get(user)
                 if held is not None:
                     held.terms.pop(term, None)
+                    held.complete = False
 
-    def touch(self, key: int, terms: Sequence[str]) -> None:
-        """Mark ``terms`` of user ``key`` as just used."""
-        with self._guard:
-            for term in terms:
-                if (key, term) in self._order:
-                    self._order.move_to_end((key, term))
 
 
 def _fetch(tx: Tx, key: int, terms: Sequence[str]) -> dict[str, TermPostings]:
@@ -114,6 +147,21 @@ def _fetch(tx: Tx, key: int, terms: Sequence[str]) -> dict[str, TermPostings]:
             (key, *part),
         ):
             grouped[term].append((doc_key, tf, length))
+    return {term: postings_of(rows) for term, rows in grouped.items()}
+
+
+def _fetch_user(tx: Tx, key: int) -> dict[str, TermPostings]:
+    """Every posting of user ``key`` as the snapshot holds them, by term."""
+    grouped: dict[str, list[tuple[int, int, int]]] = {}
+    for term, doc_key, tf, length in tx.rows(
+        "SELECT term, doc_key, tf, length FROM index_postings WHERE user_key = ? "
+        "ORDER BY term, doc_key",
+        (key,),
+    ):
+        rows = grouped.get(term)
+        if rows is None:
+            grouped[term] = rows = []
+        rows.append((doc_key, tf, length))
     return {term: postings_of(rows) for term, rows in grouped.items()}
 
 
@@ -142,7 +190,7 @@ def _catch_up(
             f"WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
             (key, *part),
         ):
-            if term in cached.terms:
+            if cached.complete or term in cached.terms:
                 added.setdefault(term, []).append((doc_key, tf, length))
     # Documents added since were in no cached list; only older ones may have to leave one.
     gone = np.asarray([k for k in changed if k < cached.next_doc], dtype=np.int64)
@@ -156,7 +204,11 @@ def _catch_up(
                     postings.doc_keys[keep], postings.tf[keep], postings.lengths[keep]
                 )
     for term, rows in added.items():
-        kept, new = terms[term], postings_of(rows)
+        new = postings_of(rows)
+        kept = terms.get(term)
+        if kept is None:  # a complete view's new term
+            terms[term] = new
+            continue
         keys = np.concatenate([kept.doc_keys, new.doc_keys])
         order = np.argsort(keys, kind="stable")
         terms[term] = TermPostings(
@@ -164,7 +216,40 @@ def _catch_up(
             np.concatenate([kept.tf, new.tf])[order],
             np.concatenate([kept.lengths, new.lengths])[order],
         )
-    return _UserPostings(generation, next_doc, terms)
+    return _UserPostings(generation, next_doc, terms, cached.complete)
+
+
+_NO_POSTINGS = TermPostings(
+    np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.float64)
+)
+
+
+def _postings(
+    tx: Tx, key: int, terms: Sequence[str], totals: Sequence[Any], cache: PostingsCache | None
+) -> list[TermPostings]:
+    """The postings of ``terms`` as of the snapshot, from the cache where it is current."""
+    generation, next_doc = int(totals[2]), int(totals[3])
+    if cache is None:
+        fetched = _fetch(tx, key, terms)
+        return [fetched[term] for term in terms]
+    hit = cache.lookup(key, terms)
+    current = hit is not None and hit.generation == generation
+    if hit is not None and current and (hit.complete or len(hit.found) == len(terms)):
+        return [hit.found.get(term, _NO_POSTINGS) for term in terms]  # the usual case
+    cached = cache.view(key) if hit is not None else None
+    seen = None if cached is None else cached.generation
+    if cached is not None and cached.generation != generation:
+        cached = _catch_up(tx, key, cached, generation, next_doc)
+    view = cached if cached is not None else _UserPostings(generation, next_doc)
+    missing = [term for term in terms if term not in view.terms and not view.complete]
+    if missing and not view.complete and cache.holds_whole(int(totals[1])):
+        view = _UserPostings(generation, next_doc, _fetch_user(tx, key), complete=True)
+    elif missing:
+        view.terms.update(_fetch(tx, key, missing))
+    columns = [view.terms.get(term, _NO_POSTINGS) for term in terms]
+    if missing or seen != generation:
+        cache.store(key, seen, view)  # the cache owns ``view`` from here (it may evict terms)
+    return columns
 
 
 def search(
@@ -184,20 +269,7 @@ def search(
     )
     if totals is None or not totals[0]:
         return LexicalHits()
-    generation, next_doc = int(totals[2]), int(totals[3])
-    cached = None if cache is None else cache.view(key)
-    seen = None if cached is None else cached.generation
-    if cached is not None and cached.generation != generation:
-        cached = _catch_up(tx, key, cached, generation, next_doc)
-    view = cached if cached is not None else _UserPostings(generation, next_doc)
-    missing = [term for term in terms if term not in view.terms]
-    if missing:
-        view.terms.update(_fetch(tx, key, missing))
-    columns = [view.terms[term] for term in terms]
-    if cache is not None:
-        if missing or seen != generation:
-            cache.store(key, seen, _UserPostings(generation, next_doc, dict(view.terms)))
-        cache.touch(key, terms)
+    columns = _postings(tx, key, terms, totals, cache)
     doc_keys, scores = score_terms(columns, int(totals[0]), int(totals[1]))
     if not len(doc_keys):
         return LexicalHits()

@@ -1,7 +1,7 @@
 """The postings cache never changes a result: after any mix of adds, new texts, forgets,
 re-indexing and resets, by this or another writer, a cached search returns the same ids and
 the same score bits as an uncached one, also once the change log no longer reaches back or
-the cache is too small to hold a query's terms."""
+the cache is too small to hold a query's terms, whether it holds a user whole or term by term."""
 
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def test_cached_searches_equal_uncached_through_every_kind_of_change(
     monkeypatch.setattr(documents, "CHANGES_KEPT", 30)  # the log is pruned during the run
     rng = random.Random(5)
     backend.write(lambda tx: ensure_user(tx, KEY, "memories.ann.x", "c1", "ann"))
+    # warm holds the user whole, by_term term by term, tiny cannot hold one query's terms.
     warm, tiny, lagging = PostingsCache(), PostingsCache(capacity=40), PostingsCache()
+    by_term = PostingsCache(whole_users=False)
     ids = [f"m{i}" for i in range(40)]
     for step in range(260):
         kind = rng.random()
@@ -84,4 +86,4 @@ def test_cached_searches_equal_uncached_through_every_kind_of_change(
                 lambda tx, new=recreated: ensure_user(tx, KEY, "memories.ann.x", new, "ann")
             )
         query = " ".join(rng.sample(WORDS, rng.randint(1, 4)))
-        _same(backend, [warm, tiny] + ([lagging] if step % 97 == 0 else []), query)
+        _same(backend, [warm, by_term, tiny] + ([lagging] if step % 97 == 0 else []), query)
