@@ -1,13 +1,15 @@
 """``affect-memory bench locomo``: retrieval quality on LoCoMo through the product's public API.
 
 Every conversation is ingested into a real Chroma store through ``ChromaMemory.add`` (its
-lexical index filled by the same writes), and each question is asked of four systems, paired
+lexical index filled by the same writes), and each question is asked of six systems, paired
 on the same embeddings (every text is embedded once, and the vectors are cached on disk):
 
 * ``cosine``: Chroma's nearest memories (``ChromaMemory.candidates``), plain vector search;
 * ``BM25 (plain)``: the protocol's BM25 baseline, unstemmed (``plugin.bench.plain_bm25``),
   the one the issue's goal is judged against;
 * ``BM25 (index)``: the memory index's own lexical search alone (it folds and stems);
+* ``RRF (BM25 + cosine)``: reciprocal-rank fusion of the two plain retrievers, the fusion
+  baseline the issue sets (``1 / (60 + rank)`` summed over each one's best 64);
 * ``dense recall (before)``: ``recall`` with ``DENSE_RECALL``, the ranking before issue 12
   (the nearest 32, calendar recency, the kernel's default weights);
 * ``recall (default)``: ``recall`` with its defaults.
@@ -53,7 +55,9 @@ __all__ = [
     "measure_locomo",
     "plain_bm25_ranker",
     "recall_ranker",
+    "reciprocal_rank_fusion",
     "register",
+    "rrf_ranker",
 ]
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo-dev"
@@ -61,6 +65,12 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / 
 
 CUTOFF = 10
 """Every system returns its best 10 memories per question (the metrics stop at 10)."""
+
+RRF_K = 60
+"""Reciprocal-rank fusion's constant (Cormack et al. 2009): a rank r counts 1 / (60 + r)."""
+
+RRF_DEPTH = 64
+"""How many of each retriever's best memories reciprocal-rank fusion reads."""
 
 Ranker = Callable[[ChromaMemory, LocomoConversation, bool], list[list[str]]]
 """Ranks one conversation's questions: memory ids, best first, one list per question."""
@@ -103,6 +113,36 @@ def plain_bm25_ranker(
     ]
 
 
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], limit: int) -> list[str]:
+    """The ``limit`` ids with the highest ``sum 1 / (RRF_K + rank)`` over ``rankings`` (rank
+    1 first; ties by first appearance)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, ident in enumerate(ranking, start=1):
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores, key=lambda ident: -scores[ident])[:limit]
+
+
+def rrf_ranker(
+    memory: ChromaMemory, conversation: LocomoConversation, progress: bool
+) -> list[list[str]]:
+    """Reciprocal-rank fusion of plain BM25 and cosine, each one's best ``RRF_DEPTH``."""
+    index = PlainBm25(
+        [r["id"] for r in conversation.records], [r["text"] for r in conversation.records]
+    )
+    user = conversation.user_id
+    return [
+        reciprocal_rank_fusion(
+            [
+                index.top(q.text, RRF_DEPTH),
+                [c.id for c in memory.candidates(q.text, user, candidates=RRF_DEPTH)],
+            ],
+            CUTOFF,
+        )
+        for q in _bar(conversation.questions, f"RRF {user}", progress)
+    ]
+
+
 def recall_ranker(settings: RecallSettings) -> Ranker:
     """``recall`` with ``settings``, all of a conversation's questions in one batch."""
 
@@ -139,6 +179,7 @@ STANDARD_SYSTEMS: dict[str, Ranker] = {
     "cosine": cosine_ranker,
     "BM25 (plain)": plain_bm25_ranker,
     "BM25 (index)": bm25_ranker,
+    "RRF (BM25 + cosine)": rrf_ranker,
     "dense recall (before)": recall_ranker(DENSE_RECALL),
     "recall (default)": recall_ranker(DEFAULT_RECALL_SETTINGS),
 }

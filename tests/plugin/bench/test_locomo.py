@@ -14,7 +14,7 @@ import pytest
 
 from kernel.errors import InvalidInputError
 from plugin.bench.embedding_cache import CachedEmbedder
-from plugin.bench.locomo import DEFAULT_DATA
+from plugin.bench.locomo import DEFAULT_DATA, reciprocal_rank_fusion
 from plugin.bench.locomo_data import evidence_ids, load_conversation, load_locomo, turn_id
 from plugin.bench.locomo_metrics import METRICS, age_bucket, format_locomo_report, question_score
 from plugin.bench.plain_bm25 import PlainBm25, plain_tokens
@@ -105,6 +105,13 @@ def test_plain_bm25_is_the_protocols_baseline() -> None:
     assert index.top("the of", 5) == []
 
 
+def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank() -> None:
+    # a: 1/61 + 1/63; b: 1/62 + 1/61; c: 1/63; d: 1/62. So b, a, d, c.
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "a"]], 10)
+    assert fused == ["b", "a", "d", "c"]
+    assert reciprocal_rank_fusion([["a", "b"], ["c"]], 2) == ["a", "c"]  # ties: first seen
+
+
 def test_the_embedding_cache_embeds_each_text_once(tmp_path: Path, embedder: Embedder) -> None:
     first = CachedEmbedder(embedder, tmp_path)
     vectors = first.embed_documents(["one text", "another", "one text"])
@@ -145,6 +152,7 @@ def test_every_system_is_scored_per_category_on_the_same_questions(
         "cosine",
         "BM25 (plain)",
         "BM25 (index)",
+        "RRF (BM25 + cosine)",
         "dense recall (before)",
         "recall (default)",
     ]
