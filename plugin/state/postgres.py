@@ -151,7 +151,6 @@ class PostgresStateStore(ClosingStore):
             refused=lambda reason: StateStoreError(
                 f"cannot connect to PostgreSQL at {self._display}: {reason}"
             ),
-            chain=True,
         )
         try:
             migrate(

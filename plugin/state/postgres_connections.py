@@ -46,14 +46,13 @@ def connect_first(
     connect_timeout: float,
     application_name: str,
     refused: Callable[[str], Exception],
-    chain: bool,
 ) -> tuple[Connection, dict[str, Any]]:
     """Open the first connection to ``url`` and return it with the keyword arguments it used.
 
     The arguments (autocommit, ``connect_timeout`` rounded up to at least 2 s, ``application_name``
     unless the URL sets one) are the ones the caller's pool then opens its sessions with. A driver
-    error becomes ``refused(reason)``, the reason one line with passwords masked, raised from the
-    driver error if ``chain`` and with the driver error hidden otherwise.
+    error becomes ``refused(reason)``, the reason one line with passwords masked; the driver
+    error itself is not chained, since its text may hold the URL's password.
     """
     kwargs: dict[str, Any] = {
         "autocommit": True,
@@ -63,8 +62,6 @@ def connect_first(
     try:
         connection = psycopg.connect(url, **kwargs)
     except psycopg.Error as error:
-        if chain:
-            raise refused(one_line(error)) from error
         raise refused(one_line(error)) from None
     return connection, kwargs
 

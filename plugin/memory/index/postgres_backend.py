@@ -143,7 +143,6 @@ class PostgresBackend:
             refused=lambda reason: StoreUnavailableError(
                 f"cannot connect to the memory index at {self._display}: {reason}"
             ),
-            chain=False,
         )
         try:
             self._migrate(first, lock_timeout)
