@@ -36,6 +36,7 @@ __all__ = [
     "ids_of",
     "recall_marks",
     "records_of",
+    "row_problem",
     "rows_from_query",
     "rows_of",
     "snapshots_of",
@@ -125,7 +126,7 @@ def _is_number(value: object, low: float, high: float) -> bool:
     )
 
 
-def _row_problem(text: object, meta: object) -> str | None:
+def row_problem(text: object, meta: object) -> str | None:
     """Why one stored row cannot be scored, or None; the checks of ``MemoryRecord``, cheaply."""
     if not isinstance(meta, Mapping):
         return "it has no metadata"
@@ -201,7 +202,7 @@ def rows_from_query(
     keep: list[int] = []
     skipped: list[str] = []
     for index, (ident, text, meta) in enumerate(zip(ids, documents, metadatas, strict=True)):
-        problem = _row_problem(text, meta)
+        problem = row_problem(text, meta)
         if problem is None:
             keep.append(index)
             continue
@@ -220,7 +221,7 @@ def rows_from_query(
         [metadatas[i] for i in keep],
         raw[keep],
     )
-    assert kept is not None, "rows that pass _row_problem pass the column checks"
+    assert kept is not None, "rows that pass row_problem pass the column checks"
     return replace(kept, skipped=tuple(skipped))
 
 

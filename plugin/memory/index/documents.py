@@ -4,7 +4,11 @@ Everything here runs inside one ``Tx``: a memory is indexed (its row, its postin
 user's N and total length) or removed whole, so no reader ever sees half of one. A memory
 whose text is unchanged keeps its postings; counts are either set from the written record
 (``IndexedDoc.replace_counts``: an add or upsert) or kept from the index (a resync from
-Chroma, where the index is the authority).
+Chroma, where the index is the authority). Every write of a memory also sets the fields
+ranking reads of its Chroma row (``RankedFields``: text, timestamp, significance, valence,
+episode), so recall ranks from the index alone; they are NULL where the row is not one
+ranking could score (malformed metadata, another user's id), so recall reads such a row from
+Chroma and skips or refuses it as it always did.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ __all__ = [
     "ALL_DOCS",
     "CHANGES_KEPT",
     "IndexedDoc",
+    "RankedFields",
     "UserTotals",
     "doc_from_record",
     "doc_from_stored",
@@ -74,6 +79,19 @@ def text_hash(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class RankedFields:
+    """What ranking reads of a memory's Chroma row besides its epoch and counts."""
+
+    owner: str
+    """The row's ``user_id`` metadata: fields of a row of another user are not stored."""
+    timestamp: str
+    """The ISO timestamp as Chroma's metadata holds it."""
+    significance: float
+    emotional_valence: float
+    episode: bool
+
+
+@dataclass(frozen=True, slots=True)
 class IndexedDoc:
     """One memory as the index holds it."""
 
@@ -85,6 +103,8 @@ class IndexedDoc:
     last_recalled_at: str | None
     replace_counts: bool
     """True: the counts above replace the index's (a write); False: the index's stay."""
+    ranked: RankedFields | None
+    """The row's ranked fields, or None when ranking must read (and check) Chroma's row."""
     turns: tuple[str, ...] = ()
     """Turn ids already counted in ``recall_count`` (from a store written before the index)."""
 
@@ -97,8 +117,14 @@ class UserTotals:
     total_length: int
 
 
-def doc_from_record(record: MemoryRecord) -> IndexedDoc:
-    """The index row an add or upsert of ``record`` writes (its counts replace the index's)."""
+def doc_from_record(record: MemoryRecord, stored: Mapping[str, Any] | None) -> IndexedDoc:
+    """The index row an add or upsert of ``record`` writes (its counts replace the index's).
+
+    ``stored`` is the metadata Chroma holds for it now, read back after the write: its ranked
+    fields are Chroma's own values (Chroma may return a float a unit in the last place off the
+    one written), so recall ranks exactly as from Chroma's row; None (the read failed) leaves
+    them NULL, and recall reads the row from Chroma.
+    """
     last_epoch = None
     if record.last_recalled_at is not None:
         from plugin.memory.timestamps import normalize_timestamp
@@ -112,6 +138,31 @@ def doc_from_record(record: MemoryRecord) -> IndexedDoc:
         last_recalled_epoch=last_epoch,
         last_recalled_at=record.last_recalled_at,
         replace_counts=True,
+        ranked=None if stored is None else _ranked_stored(record.text, stored),
+    )
+
+
+def _storable(text: str, fields: RankedFields) -> RankedFields | None:
+    """``fields``, unless the text or timestamp holds a NUL (PostgreSQL's text refuses one)."""
+    return None if "\x00" in text or "\x00" in fields.timestamp else fields
+
+
+def _ranked_stored(text: object, meta: Mapping[str, Any]) -> RankedFields | None:
+    """The ranked fields of a stored row that ranking could score, else None."""
+    from plugin.memory.rows import row_problem
+
+    owner = meta.get("user_id")
+    if not isinstance(text, str) or not isinstance(owner, str) or row_problem(text, meta):
+        return None
+    return _storable(
+        text,
+        RankedFields(
+            owner,
+            meta["timestamp"],
+            float(meta["significance"]),
+            float(meta["emotional_valence"]),
+            meta["episode"],
+        ),
     )
 
 
@@ -142,6 +193,7 @@ def doc_from_stored(
         last_recalled_epoch=last_epoch,
         last_recalled_at=last_at,
         replace_counts=replace_counts,
+        ranked=_ranked_stored(text, meta),
         turns=tuple(t for t in turns if isinstance(t, str) and t)
         if isinstance(turns, list)
         else (),
@@ -159,8 +211,8 @@ def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: 
     )
     if row is None:
         tx.run(
-            "INSERT INTO index_users (user_key, collection, collection_id, user_id, analyzer) "
-            "VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO index_users (user_key, collection, collection_id, user_id, analyzer, "
+            "ranked_fields) VALUES (?, ?, ?, ?, ?, 1)",
             (key, collection, collection_id, user_id, ANALYZER),
         )
         return True
@@ -175,7 +227,7 @@ def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: 
     tx.run("DELETE FROM index_journal WHERE user_key = ?", (key,))
     tx.run(
         "UPDATE index_users SET collection_id = ?, analyzer = ?, doc_count = 0, "
-        "total_length = 0 WHERE user_key = ?",
+        "total_length = 0, ranked_fields = 1 WHERE user_key = ?",
         (collection_id, ANALYZER, key),
     )
     return True
@@ -211,6 +263,23 @@ def _delete_postings(tx: Tx, key: int, doc_keys: Sequence[int]) -> None:
         )
 
 
+_NO_FIELDS = (None, None, None, None, None)
+
+
+def _ranked_values(doc: IndexedDoc, owner: str) -> tuple[Any, ...]:
+    """``doc_text, stamp, significance, valence, episode`` of ``doc`` (NULLs: unknown)."""
+    ranked = doc.ranked
+    if ranked is None or ranked.owner != owner or doc.epoch is None:
+        return _NO_FIELDS
+    return (
+        doc.text,
+        ranked.timestamp,
+        ranked.significance,
+        ranked.emotional_valence,
+        int(ranked.episode),
+    )
+
+
 def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = False) -> None:
     """Index ``docs`` for user ``key``: new ones added, known ones brought up to date.
 
@@ -223,12 +292,14 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
     existing = _existing(tx, key, [doc.memory_id for doc in docs])
     fresh = [doc for doc in docs if doc.memory_id not in existing]
     row = tx.one(
-        "UPDATE index_users SET next_doc = next_doc + ? WHERE user_key = ? RETURNING next_doc",
+        "UPDATE index_users SET next_doc = next_doc + ? WHERE user_key = ? "
+        "RETURNING next_doc, user_id",
         (len(fresh), key),
     )
     if row is None:
         raise StoreError(f"the memory index has no user row {key} (a write outside a session?)")
     next_key = int(row[0]) - len(fresh)
+    owner = row[1]
     postings: list[tuple[int, str, int, int, int]] = []
     new_rows: list[tuple[Any, ...]] = []
     added_length = 0
@@ -255,6 +326,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
                     doc.recall_count,
                     doc.last_recalled_epoch,
                     doc.last_recalled_at,
+                    *_ranked_values(doc, owner),
                 )
             )
             continue
@@ -265,14 +337,14 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
             stale.append(doc_key)
             postings.extend((key, term, doc_key, tf, length) for term, tf in terms.items())
             added_length += length - old_length
-        doc_updates.append((digest, length, doc.epoch, key, doc_key))
+        doc_updates.append((digest, length, doc.epoch, *_ranked_values(doc, owner), key, doc_key))
         if doc.replace_counts:
             count_updates.append(
                 (doc.recall_count, doc.last_recalled_epoch, doc.last_recalled_at, key, doc_key)
             )
     tx.many(
-        "UPDATE index_docs SET text_hash = ?, length = ?, epoch = ? "
-        "WHERE user_key = ? AND doc_key = ?",
+        "UPDATE index_docs SET text_hash = ?, length = ?, epoch = ?, doc_text = ?, stamp = ?, "
+        "significance = ?, valence = ?, episode = ? WHERE user_key = ? AND doc_key = ?",
         doc_updates,
     )
     tx.many(
@@ -284,7 +356,8 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
     _changed(tx, key, [*stale, *(int(new_row[1]) for new_row in new_rows)])
     tx.many(
         "INSERT INTO index_docs (user_key, doc_key, memory_id, text_hash, length, epoch, "
-        "recall_count, last_recalled_epoch, last_recalled_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "recall_count, last_recalled_epoch, last_recalled_at, doc_text, stamp, significance, "
+        "valence, episode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         new_rows,
     )
     tx.many(

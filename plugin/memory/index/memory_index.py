@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kernel.errors import InvalidInputError, shown
@@ -69,6 +69,9 @@ class IndexAudit:
     """Whether every document's postings sum to its length."""
     pending: int
     """Journal entries not yet settled."""
+    ranked: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Memory id -> ``(text, timestamp, significance, valence, episode, epoch)`` as the index
+    holds them for ranking (NULL fields as None), to compare with Chroma's row."""
 
 
 class MemoryIndex:
@@ -246,13 +249,16 @@ class MemoryIndex:
             user_id, lambda tx, key: search(tx, key, query, limit, self._postings)
         )
 
-    def rehearsal(self, user_id: str, ids: Sequence[str]) -> Rehearsal:
-        """The authoritative recall counts and last-recalled epochs of ``ids``, aligned."""
+    def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
+        """The authoritative recall counts and last-recalled epochs of ``ids``, aligned; with
+        ``fields``, what ranking reads of their Chroma rows too (``Rehearsal.ranked``)."""
         user_id = check_user(user_id)
         wanted = list(ids)
         if not wanted:
-            return self.backend.read(lambda tx: read_rehearsal(tx, 0, []))
-        return self._read(user_id, lambda tx, key: read_rehearsal(tx, key, wanted))
+            return self.backend.read(lambda tx: read_rehearsal(tx, 0, [], fields=fields))
+        return self._read(
+            user_id, lambda tx, key: read_rehearsal(tx, key, wanted, fields=fields)
+        )
 
     def newest_epoch(self, user_id: str) -> float | None:
         """The timestamp epoch of ``user_id``'s newest memory, or None if they have none."""
@@ -270,9 +276,17 @@ class MemoryIndex:
         key, _ = self.user_key(user_id)
 
         def work(tx: Tx) -> IndexAudit:
-            texts = dict(
-                tx.rows("SELECT memory_id, text_hash FROM index_docs WHERE user_key = ?", (key,))
-            )
+            texts: dict[str, str] = {}
+            ranked: dict[str, tuple[Any, ...]] = {}
+            for memory_id, digest, *fields in tx.rows(
+                "SELECT memory_id, text_hash, doc_text, stamp, significance, valence, episode, "
+                "epoch FROM index_docs WHERE user_key = ?",
+                (key,),
+            ):
+                texts[memory_id] = digest
+                if fields[4] is not None:
+                    fields[4] = fields[4] == 1
+                ranked[memory_id] = tuple(fields)
             totals = tx.one(
                 "SELECT doc_count, total_length FROM index_users WHERE user_key = ?", (key,)
             ) or (0, 0)
@@ -295,6 +309,7 @@ class MemoryIndex:
                 counted_length=int(counted[1]),
                 postings_ok=int(mismatched[0]) == 0,
                 pending=int(pending[0]) if pending else 0,
+                ranked=ranked,
             )
 
         return self.backend.read(work)

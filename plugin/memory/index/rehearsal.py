@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,17 @@ from plugin.memory.index.backend import Tx
 from plugin.memory.index.schema import in_chunks, placeholders
 from plugin.memory.records import MAX_RECALL_COUNT
 
-__all__ = ["RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
+__all__ = ["RankedRow", "RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
+
+
+class RankedRow(NamedTuple):
+    """What ranking reads of a memory's Chroma row, as the index holds it (migration 3)."""
+
+    text: str
+    timestamp: str
+    significance: float
+    emotional_valence: float
+    episode: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +49,9 @@ class Rehearsal:
     epochs: npt.NDArray[np.float64]
     """Each memory's timestamp in epoch seconds (NaN: unknown), which recall's pruned fetch
     reads to bound a memory's recency before fetching its row from Chroma."""
+    ranked: list[RankedRow | None] | None = None
+    """Each memory's ranked fields (None where the index lacks any of them), when asked for
+    (``fields``); recall then reads from Chroma only the rows this lacks."""
 
     def __len__(self) -> int:
         """How many ids were asked for."""
@@ -55,33 +69,42 @@ class RecallOutcome:
     """Ids the index does not hold."""
 
 
-def read_rehearsal(tx: Tx, key: int, ids: Sequence[str]) -> Rehearsal:
-    """The counts of ``ids`` for user ``key``."""
-    found: dict[str, tuple[int, float | None, str | None, float | None]] = {}
+def read_rehearsal(tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
+    """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too."""
+    found: dict[str, tuple[Any, ...]] = {}
+    columns = "memory_id, recall_count, last_recalled_epoch, last_recalled_at, epoch"
+    if fields:
+        columns += ", doc_text, stamp, significance, valence, episode"
     for part in in_chunks(list(dict.fromkeys(ids))):
-        for memory_id, count, last_epoch, last_at, epoch in tx.rows(
-            "SELECT memory_id, recall_count, last_recalled_epoch, last_recalled_at, epoch "
+        for row in tx.rows(
+            f"SELECT {columns} "
             f"FROM index_docs WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
             (key, *part),
         ):
-            found[memory_id] = (int(count), last_epoch, last_at, epoch)
+            found[row[0]] = row
     counts = np.zeros(len(ids), dtype=np.int64)
     last = np.full(len(ids), math.nan, dtype=np.float64)
     epochs = np.full(len(ids), math.nan, dtype=np.float64)
     stamps: list[str | None] = [None] * len(ids)
     present = np.zeros(len(ids), dtype=bool)
+    ranked: list[RankedRow | None] = [None] * len(ids)
     for index, ident in enumerate(ids):
-        row = found.get(ident)
-        if row is None:
+        held = found.get(ident)
+        if held is None:
             continue
         present[index] = True
-        counts[index] = row[0]
-        if row[1] is not None:
-            last[index] = float(row[1])
-            stamps[index] = row[2]
-        if row[3] is not None:
-            epochs[index] = float(row[3])
-    return Rehearsal(list(ids), counts, last, stamps, present, epochs)
+        counts[index] = int(held[1])
+        if held[2] is not None:
+            last[index] = float(held[2])
+            stamps[index] = held[3]
+        if held[4] is not None:
+            epochs[index] = float(held[4])
+            if fields and None not in held[5:]:
+                text, stamp, significance, valence, episode = held[5:]
+                ranked[index] = RankedRow(text, stamp, significance, valence, episode == 1)
+    return Rehearsal(
+        list(ids), counts, last, stamps, present, epochs, ranked if fields else None
+    )
 
 
 def record_recalls(

@@ -4,9 +4,13 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
 
 * ``index_users``: one row per user collection: the Chroma collection's name and id (a
   recreated collection is re-indexed), the analyzer its postings were built with, the
-  memory count N and total length in terms (BM25's statistics), the next document key;
+  memory count N and total length in terms (BM25's statistics), the next document key, and
+  whether its documents carry the ranked fields (``ranked_fields``, migration 3);
 * ``index_docs``: one row per memory: its id, a hash of its text, its length, its timestamp
-  epoch, and the authoritative recall count and last-recalled time;
+  epoch, the authoritative recall count and last-recalled time, and (migration 3) what
+  ranking reads of Chroma's row: its text, ISO timestamp, significance, valence and episode
+  flag, so recall's pruned fetch need not read Chroma (all NULL for a row written before
+  migration 3, until a backfill, or one whose Chroma metadata is malformed);
 * ``index_postings``: ``(term, document, tf, length)``, what BM25 scores;
 * ``index_recalls``: ``(document, turn id)``, each turn's recall counted once per memory;
 * ``index_journal``: writes announced but not yet known to have reached Chroma, one per
@@ -39,7 +43,7 @@ __all__ = [
     "user_key",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest migration; an index recording a newer one is refused."""
 
 TABLES = (
@@ -118,6 +122,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             " generation BIGINT NOT NULL,"
             " doc_key BIGINT NOT NULL,"
             " PRIMARY KEY (user_key, generation, doc_key))",
+        ),
+    ),
+    (
+        3,
+        "the fields ranking reads of each memory's Chroma row",
+        (
+            "ALTER TABLE index_docs ADD COLUMN doc_text TEXT",
+            "ALTER TABLE index_docs ADD COLUMN stamp TEXT",
+            "ALTER TABLE index_docs ADD COLUMN significance DOUBLE PRECISION",
+            "ALTER TABLE index_docs ADD COLUMN valence DOUBLE PRECISION",
+            "ALTER TABLE index_docs ADD COLUMN episode INTEGER",
+            # 0: the user's documents were indexed before migration 3 (a backfill fills them)
+            "ALTER TABLE index_users ADD COLUMN ranked_fields INTEGER NOT NULL DEFAULT 0",
         ),
     ),
 )

@@ -112,7 +112,8 @@ class WriteSession:
     def settle_writes(self, records: Sequence[MemoryRecord]) -> None:
         """Chroma holds ``records`` now: index them (their counts replace the index's)."""
         ids = [record.id for record in records]
-        docs = [doc_from_record(record) for record in records]
+        stored = self._read_back(ids)
+        docs = [doc_from_record(record, stored.get(record.id)) for record in records]
 
         def work(tx: Tx) -> None:
             put_docs(tx, self._key, docs)
@@ -120,6 +121,31 @@ class WriteSession:
 
         self._index.timed_write("index_settle", work)
         self._closed(ids)
+
+    def _read_back(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        """Chroma's metadata of the rows just written (empty if it cannot be read now)."""
+        collections = self._index.collections
+        found: dict[str, Mapping[str, Any]] = {}
+        try:
+            with collections.backend("read back the memories written"):
+                for start in range(0, len(ids), collections.max_batch):
+                    got = self._collection.get(
+                        ids=list(ids[start : start + collections.max_batch]),
+                        include=["metadatas"],
+                    )
+                    for ident, meta in zip(got["ids"], got["metadatas"], strict=True):
+                        if meta is not None:
+                            found[ident] = meta
+        except Exception:
+            logger.warning(
+                "could not read back %d memories of user %s just written; recall reads them "
+                "from Chroma until they are written again",
+                len(ids),
+                shown(self._user_id),
+                exc_info=True,
+            )
+            return {}
+        return found
 
     def announce_forget(self, ids: Sequence[str]) -> None:
         """Announce that ``ids`` are about to be deleted from Chroma."""

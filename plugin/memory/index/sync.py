@@ -8,7 +8,8 @@ is between its journal and Chroma meanwhile.
 * ``backfill`` indexes what Chroma holds and the index lacks: a store written before the
   index existed, a collection migrated or adopted from elsewhere, rows written by another
   tool. It compares counts first (one call each), and only when they differ (or the user was
-  indexed with another analyzer) pages through the collection, ``PAGE`` rows per call and
+  indexed with another analyzer, or before the index held ranking's fields) pages through the
+  collection, ``PAGE`` rows per call and
   transaction, and removes what Chroma no longer holds. Counts the index already keeps stay;
   new rows start from the counts Chroma recorded (a pre-index store's). A backfill cut short
   leaves a subset of the collection indexed, which the next one completes.
@@ -204,10 +205,12 @@ def backfill(
     """Index what ``collection`` holds and the index lacks; drop what it no longer holds."""
     state = backend.read(
         lambda tx: tx.one(
-            "SELECT doc_count, analyzer FROM index_users WHERE user_key = ?", (key,)
+            "SELECT doc_count, analyzer, ranked_fields FROM index_users WHERE user_key = ?",
+            (key,),
         )
     )
-    held, analyzer = (0, ANALYZER) if state is None else (int(state[0]), state[1])
+    held, analyzer, ranked = (0, ANALYZER, 1) if state is None else state
+    held = int(held)
     if collection is None:
         if not held:
             return SyncReport()
@@ -216,14 +219,18 @@ def backfill(
     with collections.backend(f"count the memories of user {shown(user_id)}"):
         stored = int(collection.count())
     rebuild = analyzer != ANALYZER
-    if stored == held and not rebuild:
+    refill = not ranked  # indexed before migration 3: every row gets its ranked fields
+    if stored == held and not rebuild and not refill:
         return SyncReport()
+    why = " (re-indexing for a new analyzer)" if rebuild else ""
+    if refill and not why:
+        why = " (adding the fields ranking reads)"
     logger.info(
         "indexing the memories of user %s: Chroma holds %d, the index %d%s",
         shown(user_id),
         stored,
         held,
-        " (re-indexing for a new analyzer)" if rebuild else "",
+        why,
     )
     from tqdm import tqdm
 
@@ -266,7 +273,10 @@ def backfill(
             )
         ]
         removed = remove_docs(tx, key, [ident for ident in held_ids if ident not in seen])
-        tx.run("UPDATE index_users SET analyzer = ? WHERE user_key = ?", (ANALYZER, key))
+        tx.run(
+            "UPDATE index_users SET analyzer = ?, ranked_fields = 1 WHERE user_key = ?",
+            (ANALYZER, key),
+        )
         return len(removed)
 
     removed = backend.write(prune)

@@ -6,11 +6,31 @@ from typing import Any
 
 from plugin.memory.index.documents import text_hash
 from plugin.memory.location import open_client, parse_location
+from plugin.memory.rows import row_problem
 from plugin.memory.store import ChromaMemory
 
 
 def chroma_texts(memory: ChromaMemory, user_id: str) -> dict[str, str]:
     """Memory id -> text hash of what ``user_id``'s collection holds, read by a raw client."""
+    return {ident: text_hash(text) for ident, (text, _) in chroma_rows(memory, user_id).items()}
+
+
+def expected_ranked(user_id: str, text: Any, meta: Any) -> tuple[Any, ...]:
+    """The ranked fields the index must hold for a Chroma row: its own, or all NULL for a row
+    ranking could not score (which recall then reads, and skips, from Chroma)."""
+    if not isinstance(meta, dict) or row_problem(text, meta) or meta["user_id"] != user_id:
+        return (None,) * 5
+    return (
+        text,
+        meta["timestamp"],
+        float(meta["significance"]),
+        float(meta["emotional_valence"]),
+        meta["episode"],
+    )
+
+
+def chroma_rows(memory: ChromaMemory, user_id: str) -> dict[str, tuple[Any, Any]]:
+    """Memory id -> (document, metadata) of ``user_id``'s collection, read by a raw client."""
     client, lock = open_client(parse_location(memory.location))
     if lock is not None:
         lock.release()  # the memory's own hold keeps an embedded store locked
@@ -18,12 +38,14 @@ def chroma_texts(memory: ChromaMemory, user_id: str) -> dict[str, str]:
         collection = client.get_collection(memory.collection_for(user_id))
     except Exception:  # no collection: the user has no memories
         return {}
-    held: dict[str, str] = {}
+    held: dict[str, tuple[Any, Any]] = {}
     offset = 0
     while True:
-        got: dict[str, Any] = collection.get(include=["documents"], limit=1000, offset=offset)
-        for ident, text in zip(got["ids"], got["documents"], strict=True):
-            held[ident] = text_hash(text)
+        got: dict[str, Any] = collection.get(
+            include=["documents", "metadatas"], limit=1000, offset=offset
+        )
+        for ident, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            held[ident] = (text, meta)
         offset += len(got["ids"])
         if len(got["ids"]) < 1000:
             return held
@@ -36,13 +58,25 @@ def assert_consistent(memory: ChromaMemory, users: tuple[str, ...]) -> dict[str,
     for user in users:
         memory.index.newest_epoch(user)  # a user's first read settles what a writer left
         audit = memory.index.audit(user)
-        stored = chroma_texts(memory, user)
+        rows = chroma_rows(memory, user)
+        stored = {ident: text_hash(text) for ident, (text, _) in rows.items()}
         assert audit.pending == 0, f"{user}: {audit.pending} journal entries left"
         missing = sorted(set(stored) - set(audit.texts))
         extra = sorted(set(audit.texts) - set(stored))
         assert not missing and not extra, f"{user}: index lacks {missing}, has extra {extra}"
         changed = sorted(i for i in stored if stored[i] != audit.texts[i])
         assert not changed, f"{user}: the index has other texts for {changed}"
+        other = sorted(
+            i for i in stored if audit.ranked[i][:5] != expected_ranked(user, *rows[i])
+        )
+        assert not other, f"{user}: the index has other ranked fields for {other[:5]}"
+        epochs = sorted(
+            i
+            for i in stored
+            if audit.ranked[i][0] is not None
+            and audit.ranked[i][5] != rows[i][1]["timestamp_epoch"]
+        )
+        assert not epochs, f"{user}: the index has other epochs for {epochs[:5]}"
         assert audit.doc_count == audit.counted_docs == len(stored), user
         assert audit.total_length == audit.counted_length, user
         assert audit.postings_ok, user

@@ -48,7 +48,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 def _doc(ident: str, rng: random.Random) -> IndexedDoc:
     text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
-    return IndexedDoc(ident, text, 1.0, 0, None, None, True)
+    return IndexedDoc(ident, text, 1.0, 0, None, None, True, None)
 
 
 def _same(backend: Backend, caches: list[PostingsCache], query: str) -> None:
