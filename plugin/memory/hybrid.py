@@ -10,9 +10,13 @@ For each query (``RecallSettings`` holds every constant):
    is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
 3. **age**: the query's time rule (``plugin.memory.time_rule``) gives each memory the age
    recency is scored at;
-4. **rank**: the kernel's ``rank_columns`` with the settings' weights, fetching documents and
-   metadata only for the members that can reach the top (``plugin.memory.pruning``), and
-   reading recall counts from the index, which owns them.
+4. **rank**: the kernel's ``rank_columns`` with the settings' weights, over only the members
+   that can reach the top (``plugin.memory.pruning``), with the recall counts of the index,
+   which owns them. The index also holds what ranking reads of each memory's Chroma row
+   (text, timestamp, significance, valence, episode), so those rows come from the index, and
+   through the same checks; Chroma is read (documents and metadata) only for a member the
+   index lacks or holds without those fields (written before they were indexed, or with
+   malformed metadata).
 
 The ``dense`` ranking is recall as it was: Chroma's nearest, its distance as is, aged by the
 calendar. An engine turn's retriever takes this same path (``RankedQuery.candidates``), so a
@@ -243,10 +247,19 @@ class HybridRecall:
         # The index knows every member's age and recall count before Chroma is read: each
         # member's best possible score decides the order rows are fetched in.
         start = perf_counter()
-        rehearsal = self._index.rehearsal(user_id, pool.ids)
+        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True)
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
+        indexed = list(rehearsal.ranked or [None] * len(pool))
+        known = np.array([fields is not None for fields in indexed], dtype=bool)
+        significance = np.array(
+            [0.0 if f is None else f.significance for f in indexed], dtype=np.float64
+        )
+        valences = np.array(
+            [0.0 if f is None else f.emotional_valence for f in indexed], dtype=np.float64
+        )
+        episodes = np.array([f is not None and f.episode for f in indexed], dtype=bool)
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
         ages = _ages(rule, epochs, scoring.now, newest_epoch)
@@ -257,14 +270,39 @@ class HybridRecall:
             scoring.weights,
             mood_valence=scoring.mood_valence,
             congruence_on=scoring.congruence_on,
+            known=known,
+            significance=significance,
+            episodes=episodes,
+            valences=valences,
         )
         order = np.lexsort((np.arange(len(pool)), -ceilings))
         raw: dict[str, tuple[Any, Any]] = {}
         position = {ident: index for index, ident in enumerate(pool.ids)}
 
         def rank_first(count: int) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
-            wanted = [pool.ids[index] for index in order[:count].tolist()]
-            self._read(collection, user_id, [i for i in wanted if i not in raw], raw)
+            chosen = order[:count].tolist()
+            wanted = [pool.ids[index] for index in chosen]
+            unread: list[str] = []
+            for index, ident in zip(chosen, wanted, strict=True):
+                if ident in raw:
+                    continue
+                fields = indexed[index]
+                if fields is None:
+                    unread.append(ident)
+                else:  # the index's copy of the row, checked as Chroma's would be
+                    raw[ident] = (
+                        fields.text,
+                        {
+                            "user_id": user_id,
+                            "significance": fields.significance,
+                            "emotional_valence": fields.emotional_valence,
+                            "recall_count": int(counts[index]),
+                            "episode": fields.episode,
+                            "timestamp": fields.timestamp,
+                            "timestamp_epoch": float(epochs[index]),
+                        },
+                    )
+            self._read(collection, user_id, unread, raw)
             kept = [ident for ident in wanted if ident in raw]
             at = np.array([position[ident] for ident in kept], dtype=np.intp)
             rows = rows_from_query(

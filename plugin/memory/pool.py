@@ -23,6 +23,7 @@ __all__ = [
     "LexicalHits",
     "MemoryIndexReads",
     "QueryPool",
+    "RankedFields",
     "Rehearsal",
     "dense_pools",
     "with_lexical",
@@ -62,6 +63,41 @@ class Rehearsal(Protocol):
         """Epoch seconds of each memory's timestamp, NaN when unknown."""
         ...
 
+    @property
+    def ranked(self) -> Sequence[RankedFields | None] | None:
+        """Each memory's text, timestamp, significance, valence and episode flag as the index
+        holds them (None where it lacks any), when they were asked for."""
+        ...
+
+
+class RankedFields(Protocol):
+    """What ranking reads of one memory's Chroma row, as its index holds it."""
+
+    @property
+    def text(self) -> str:
+        """The memory's text."""
+        ...
+
+    @property
+    def timestamp(self) -> str:
+        """Its ISO timestamp, as Chroma's metadata holds it."""
+        ...
+
+    @property
+    def significance(self) -> float:
+        """Its significance in [0, 1]."""
+        ...
+
+    @property
+    def emotional_valence(self) -> float:
+        """Its valence in [-1, 1]."""
+        ...
+
+    @property
+    def episode(self) -> bool:
+        """Whether it is an episode."""
+        ...
+
 
 class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
@@ -70,8 +106,9 @@ class MemoryIndexReads(Protocol):
         """The user's best ``limit`` BM25 matches for ``query``, best first."""
         ...
 
-    def rehearsal(self, user_id: str, ids: Sequence[str]) -> Rehearsal:
-        """The recall counts and last recall times of ``ids``, aligned with them."""
+    def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
+        """The recall counts and last recall times of ``ids``, aligned with them (with
+        ``fields``, their ranked fields too)."""
         ...
 
     def newest_epoch(self, user_id: str) -> float | None:

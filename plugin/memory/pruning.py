@@ -4,12 +4,13 @@ reach the top ``k``.
 Chroma's cost grows with the rows whose documents and metadata it returns, and a pool of about
 200 needs only a few more than ``k`` of them to decide its top ``k``. Before any row is read,
 each member's relevance (its distance), its age (from the index's epoch) and its recall count
-(the index's) are known; only its significance, episode flag and valence are not. So each
-member's best possible score is the kernel's own score with those three at their best
-(``score_ceilings``). The pool is fetched and ranked in descending order of that ceiling, in
-growing batches, until the ``k``-th score fetched beats the ceiling of the first member not yet
-fetched: no later member can then enter the top ``k``, and the answer equals ranking the whole
-pool.
+(the index's) are known, and so, for a member the index holds whole, are its significance,
+episode flag and valence. So each member's best possible score is the kernel's own score with
+what is unknown of those three at its best (``score_ceilings``): its exact score (plus a hair)
+where the index knows them all. The pool is fetched and ranked in descending order of that
+ceiling, in growing batches, until the ``k``-th score fetched beats the ceiling of the first
+member not yet fetched: no later member can then enter the top ``k``, and the answer equals
+ranking the whole pool.
 """
 
 from __future__ import annotations
@@ -56,21 +57,34 @@ def score_ceilings(
     *,
     mood_valence: float,
     congruence_on: bool = True,
+    known: npt.NDArray[np.bool_] | None = None,
+    significance: npt.NDArray[np.float64] | None = None,
+    episodes: npt.NDArray[np.bool_] | None = None,
+    valences: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.float64]:
     """The best score each member could reach: the kernel's score with its known distance,
     age (NaN, unknown: taken as fresh) and recall count, and its significance, episode flag
-    and valence at their best."""
+    and valence at their best, except for the members ``known`` marks, whose own values
+    (``significance``, ``episodes``, ``valences``, aligned with the pool) are scored."""
     n = distances.shape[0]
     factor = weights.congruence_positive if mood_valence > 0 else weights.congruence_negative
     congruent = 1.0 if mood_valence > 0 else -1.0
     valence = congruent if factor >= 1.0 else 0.0
+    best_significance = np.ones(n)
+    best_episodes = np.ones(n, dtype=bool)
+    best_valences = np.full(n, valence)
+    if known is not None and known.any():
+        assert significance is not None and episodes is not None and valences is not None
+        best_significance = np.where(known, significance, best_significance)
+        best_episodes = np.where(known, episodes, best_episodes)
+        best_valences = np.where(known, valences, best_valences)
     best = score_batch(
         distances,
         ages_days=np.where(np.isnan(ages_days), 0.0, ages_days),
-        significance=np.ones(n),
+        significance=best_significance,
         recall_counts=recall_counts,
-        episodes=np.ones(n, dtype=bool),
-        memory_valences=np.full(n, valence),
+        episodes=best_episodes,
+        memory_valences=best_valences,
         mood_valence=mood_valence,
         congruence_on=congruence_on,
         weights=weights,

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kernel import (
@@ -786,16 +787,21 @@ class MemoryContract:
     def test_a_malformed_stored_row_is_skipped_and_named(
         self, memory: ChromaMemory, caplog: pytest.LogCaptureFixture
     ) -> None:
-        memory.add(
-            [
-                record("good", "I keep bees on the roof."),
-                record("huge", "I keep bees in the garden."),
-                record("odd", "I keep bees at my aunt's."),
-            ]
-        )
+        memory.add([record("good", "I keep bees on the roof.")])
+        # Another tool writes two rows into ann's collection behind the memory's index (which
+        # holds only rows it has checked, so recall reads these from Chroma).
         raw = raw_client(memory).get_collection(memory.collection_for("ann"))
-        raw.update(ids=["huge"], metadatas=[{"recall_count": 2**63}])  # read back as a float
-        raw.update(ids=["odd"], metadatas=[{"significance": "high"}])
+        good = raw.get(ids=["good"], include=["metadatas", "embeddings"])
+        meta = good["metadatas"][0]
+        raw.add(
+            ids=["huge", "odd"],
+            documents=["I keep bees in the garden.", "I keep bees at my aunt's."],
+            metadatas=[
+                {**meta, "recall_count": 2**63},  # read back as a float
+                {**meta, "significance": "high"},
+            ],
+            embeddings=np.asarray([good["embeddings"][0]] * 2, dtype=np.float32),
+        )
         with caplog.at_level("WARNING", logger="plugin.memory.store"):
             result = memory.recall("Where are my bees?", "ann", now=REFERENCE)
         # Before: every recall of ann's raised StoreError without naming the row.
