@@ -90,3 +90,25 @@ def test_pruned_ranking_equals_the_whole_pools(seed: int) -> None:
 
 def test_the_first_batch_is_k_and_a_margin() -> None:
     assert (first_fetch(1), first_fetch(6), first_fetch(10), first_fetch(64)) == (7, 12, 16, 96)
+
+
+@pytest.mark.parametrize("mood", [-0.9, 0.0, 0.6])
+def test_a_member_whose_fields_are_known_has_its_own_score_as_ceiling(mood: float) -> None:
+    rng = np.random.default_rng(5)
+    n = 120
+    distances, ages = rng.uniform(0, 2, n), rng.uniform(0, 300, n)
+    counts = rng.integers(0, 40, n)
+    significance, valences = rng.random(n), rng.uniform(-1, 1, n)
+    episodes, known = rng.random(n) < 0.3, rng.random(n) < 0.5
+    ceilings = score_ceilings(
+        distances, ages, counts, DEFAULT_RETRIEVAL_WEIGHTS, mood_valence=mood, known=known,
+        significance=significance, episodes=episodes, valences=valences,
+    )  # fmt: skip
+    actual = score_batch(
+        distances, ages_days=ages, significance=significance, recall_counts=counts,
+        episodes=episodes, memory_valences=valences, mood_valence=mood,
+    ).score  # fmt: skip
+    unknown = score_ceilings(distances, ages, counts, DEFAULT_RETRIEVAL_WEIGHTS, mood_valence=mood)
+    assert ceilings[known] == pytest.approx(actual[known], abs=1e-8)
+    assert np.all(actual[known] < ceilings[known])
+    assert np.array_equal(ceilings[~known], unknown[~known])
