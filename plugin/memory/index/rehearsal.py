@@ -82,29 +82,28 @@ def read_rehearsal(tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False
             (key, *part),
         ):
             found[row[0]] = row
-    counts = np.zeros(len(ids), dtype=np.int64)
-    last = np.full(len(ids), math.nan, dtype=np.float64)
-    epochs = np.full(len(ids), math.nan, dtype=np.float64)
-    stamps: list[str | None] = [None] * len(ids)
-    present = np.zeros(len(ids), dtype=bool)
-    ranked: list[RankedRow | None] = [None] * len(ids)
-    for index, ident in enumerate(ids):
-        held = found.get(ident)
-        if held is None:
-            continue
-        present[index] = True
-        counts[index] = int(held[1])
-        if held[2] is not None:
-            last[index] = float(held[2])
-            stamps[index] = held[3]
-        if held[4] is not None:
-            epochs[index] = float(held[4])
-            if fields and None not in held[5:]:
-                text, stamp, significance, valence, episode = held[5:]
-                ranked[index] = RankedRow(text, stamp, significance, valence, episode == 1)
-    return Rehearsal(
-        list(ids), counts, last, stamps, present, epochs, ranked if fields else None
+    held = [found.get(ident) for ident in ids]
+    nan = math.nan
+    counts = np.array([0 if row is None else row[1] for row in held], dtype=np.int64)
+    last = np.array(
+        [nan if row is None or row[2] is None else row[2] for row in held], dtype=np.float64
     )
+    stamps: list[str | None] = [
+        None if row is None or row[2] is None else row[3] for row in held
+    ]
+    present = np.array([row is not None for row in held], dtype=bool)
+    epochs = np.array(
+        [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
+    )
+    ranked: list[RankedRow | None] | None = None
+    if fields:
+        ranked = [
+            None
+            if row is None or row[4] is None or None in row[5:]
+            else RankedRow(row[5], row[6], row[7], row[8], row[9] == 1)
+            for row in held
+        ]
+    return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
 
 
 def record_recalls(
