@@ -251,15 +251,8 @@ class HybridRecall:
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
-        indexed = list(rehearsal.ranked or [None] * len(pool))
-        known = np.array([fields is not None for fields in indexed], dtype=bool)
-        significance = np.array(
-            [0.0 if f is None else f.significance for f in indexed], dtype=np.float64
-        )
-        valences = np.array(
-            [0.0 if f is None else f.emotional_valence for f in indexed], dtype=np.float64
-        )
-        episodes = np.array([f is not None and f.episode for f in indexed], dtype=bool)
+        indexed = rehearsal.ranked
+        known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
         ages = _ages(rule, epochs, scoring.now, newest_epoch)
@@ -271,10 +264,11 @@ class HybridRecall:
             mood_valence=scoring.mood_valence,
             congruence_on=scoring.congruence_on,
             known=known,
-            significance=significance,
-            episodes=episodes,
-            valences=valences,
+            significance=None if indexed is None else indexed.significance,
+            episodes=None if indexed is None else indexed.episodes,
+            valences=None if indexed is None else indexed.emotional_valence,
         )
+        known_at = known.tolist()
         order = np.lexsort((np.arange(len(pool)), -ceilings))
         raw: dict[str, tuple[Any, Any]] = {}
         position = {ident: index for index, ident in enumerate(pool.ids)}
@@ -286,19 +280,18 @@ class HybridRecall:
             for index, ident in zip(chosen, wanted, strict=True):
                 if ident in raw:
                     continue
-                fields = indexed[index]
-                if fields is None:
+                if indexed is None or not known_at[index]:
                     unread.append(ident)
                 else:  # the index's copy of the row, checked as Chroma's would be
                     raw[ident] = (
-                        fields.text,
+                        indexed.texts[index],
                         {
                             "user_id": user_id,
-                            "significance": fields.significance,
-                            "emotional_valence": fields.emotional_valence,
+                            "significance": float(indexed.significance[index]),
+                            "emotional_valence": float(indexed.emotional_valence[index]),
                             "recall_count": int(counts[index]),
-                            "episode": fields.episode,
-                            "timestamp": fields.timestamp,
+                            "episode": bool(indexed.episodes[index]),
+                            "timestamp": indexed.timestamps[index],
                             "timestamp_epoch": float(epochs[index]),
                         },
                     )

@@ -20,10 +20,10 @@ from kernel.batch import DISTANCE_TOLERANCE
 from plugin.errors import StoreError
 
 __all__ = [
+    "IndexedFields",
     "LexicalHits",
     "MemoryIndexReads",
     "QueryPool",
-    "RankedFields",
     "Rehearsal",
     "dense_pools",
     "with_lexical",
@@ -64,38 +64,43 @@ class Rehearsal(Protocol):
         ...
 
     @property
-    def ranked(self) -> Sequence[RankedFields | None] | None:
+    def ranked(self) -> IndexedFields | None:
         """Each memory's text, timestamp, significance, valence and episode flag as the index
-        holds them (None where it lacks any), when they were asked for."""
+        holds them, when they were asked for."""
         ...
 
 
-class RankedFields(Protocol):
-    """What ranking reads of one memory's Chroma row, as its index holds it."""
+class IndexedFields(Protocol):
+    """What ranking reads of each memory's Chroma row, as its index holds it, aligned."""
 
     @property
-    def text(self) -> str:
-        """The memory's text."""
+    def known(self) -> npt.NDArray[np.bool_]:
+        """Whether the index holds all of a memory's fields (else Chroma's row is read)."""
         ...
 
     @property
-    def timestamp(self) -> str:
-        """Its ISO timestamp, as Chroma's metadata holds it."""
+    def texts(self) -> Sequence[str | None]:
+        """The memories' texts."""
         ...
 
     @property
-    def significance(self) -> float:
-        """Its significance in [0, 1]."""
+    def timestamps(self) -> Sequence[str | None]:
+        """Their ISO timestamps, as Chroma's metadata holds them."""
         ...
 
     @property
-    def emotional_valence(self) -> float:
-        """Its valence in [-1, 1]."""
+    def significance(self) -> npt.NDArray[np.float64]:
+        """Their significance in [0, 1]."""
         ...
 
     @property
-    def episode(self) -> bool:
-        """Whether it is an episode."""
+    def emotional_valence(self) -> npt.NDArray[np.float64]:
+        """Their valence in [-1, 1]."""
+        ...
+
+    @property
+    def episodes(self) -> npt.NDArray[np.bool_]:
+        """Whether each is an episode."""
         ...
 
 

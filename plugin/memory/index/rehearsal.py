@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,17 +22,22 @@ from plugin.memory.index.backend import Tx
 from plugin.memory.index.schema import in_chunks, placeholders
 from plugin.memory.records import MAX_RECALL_COUNT
 
-__all__ = ["RankedRow", "RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
+__all__ = ["IndexedFields", "RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
 
 
-class RankedRow(NamedTuple):
-    """What ranking reads of a memory's Chroma row, as the index holds it (migration 3)."""
+@dataclass(frozen=True, slots=True)
+class IndexedFields:
+    """What ranking reads of each memory's Chroma row, as the index holds it (migration 3),
+    aligned with the ids asked for; ``known`` is False where the index lacks any of them."""
 
-    text: str
-    timestamp: str
-    significance: float
-    emotional_valence: float
-    episode: bool
+    known: npt.NDArray[np.bool_]
+    texts: list[str | None]
+    timestamps: list[str | None]
+    """The ISO timestamps as Chroma's metadata holds them."""
+    significance: npt.NDArray[np.float64]
+    """0 where not known, as are ``emotional_valence`` and ``episodes``."""
+    emotional_valence: npt.NDArray[np.float64]
+    episodes: npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +54,9 @@ class Rehearsal:
     epochs: npt.NDArray[np.float64]
     """Each memory's timestamp in epoch seconds (NaN: unknown), which recall's pruned fetch
     reads to bound a memory's recency before fetching its row from Chroma."""
-    ranked: list[RankedRow | None] | None = None
-    """Each memory's ranked fields (None where the index lacks any of them), when asked for
-    (``fields``); recall then reads from Chroma only the rows this lacks."""
+    ranked: IndexedFields | None = None
+    """Each memory's ranked fields, when asked for (``fields``); recall then reads from Chroma
+    only the rows these lack."""
 
     def __len__(self) -> int:
         """How many ids were asked for."""
@@ -95,15 +100,30 @@ def read_rehearsal(tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False
     epochs = np.array(
         [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
     )
-    ranked: list[RankedRow | None] | None = None
-    if fields:
-        ranked = [
-            None
-            if row is None or row[4] is None or None in row[5:]
-            else RankedRow(row[5], row[6], row[7], row[8], row[9] == 1)
-            for row in held
-        ]
+    ranked = _fields(held) if fields else None
     return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
+
+
+def _fields(held: list[tuple[Any, ...] | None]) -> IndexedFields:
+    """The ranked fields of ``read_rehearsal``'s rows (``None``: a row the index lacks)."""
+    known = [
+        row is not None and row[4] is not None and None not in row[5:] for row in held
+    ]
+    full: list[tuple[Any, ...]] = [
+        row if ok and row is not None else _UNKNOWN for row, ok in zip(held, known, strict=True)
+    ]
+    return IndexedFields(
+        known=np.array(known, dtype=bool),
+        texts=[row[5] for row in full],
+        timestamps=[row[6] for row in full],
+        significance=np.array([row[7] for row in full], dtype=np.float64),
+        emotional_valence=np.array([row[8] for row in full], dtype=np.float64),
+        episodes=np.array([row[9] == 1 for row in full], dtype=bool),
+    )
+
+
+_UNKNOWN = (None, 0, None, None, None, None, None, 0.0, 0.0, 0)
+"""A row whose ranked fields the index lacks, as ``_fields`` reads it."""
 
 
 def record_recalls(
