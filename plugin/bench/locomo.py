@@ -296,13 +296,13 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``bench locomo``."""
     parser = benchmarks.add_parser(
         "locomo",
-        help="retrieval quality on LoCoMo: cosine, BM25, the dense and the default recall",
+        help="retrieval quality on LoCoMo: cosine, BM25, RRF, the dense and the default recall",
         description=(
             "Ingest LoCoMo conversations (one user each) into a fresh Chroma store and ask "
-            "every question of plain cosine search, plain BM25, the dense recall of before "
-            "and the default recall, on the same embeddings; print MRR@10, R@1/5/10 and "
-            "hit@5 per system and per category, MRR@10 by the age of the evidence, and how "
-            "much evidence the default candidate pool holds."
+            "every question of plain cosine search, plain BM25, their reciprocal-rank fusion, "
+            "the dense recall of before and the default recall, on the same embeddings; print "
+            "MRR@10, R@1/5/10 and hit@5 per system and per category, MRR@10 by the age of the "
+            "evidence, and how much evidence the default candidate pool holds."
         ),
     )
     parser.add_argument(
