@@ -8,7 +8,10 @@ Chroma, where the index is the authority). Every write of a memory also sets the
 ranking reads of its Chroma row (``RankedFields``: text, timestamp, significance, valence,
 episode), so recall ranks from the index alone; they are NULL where the row is not one
 ranking could score (malformed metadata, another user's id), so recall reads such a row from
-Chroma and skips or refuses it as it always did.
+Chroma and skips or refuses it as it always did. Every write sets its embedding too, the
+bytes of the very values Chroma returns for it (``embedding_bytes``), so the cosine
+recall computes from the index's copy is the one it computed from Chroma's; NULL when Chroma's
+was not read or is no plain vector, and recall then reads it from Chroma.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from kernel.errors import shown
 from plugin.errors import StoreError
@@ -35,6 +40,7 @@ __all__ = [
     "UserTotals",
     "doc_from_record",
     "doc_from_stored",
+    "embedding_bytes",
     "ensure_user",
     "put_docs",
     "remove_docs",
@@ -107,6 +113,8 @@ class IndexedDoc:
     """The row's ranked fields, or None when ranking must read (and check) Chroma's row."""
     turns: tuple[str, ...] = ()
     """Turn ids already counted in ``recall_count`` (from a store written before the index)."""
+    embedding: bytes | None = None
+    """The row's embedding as Chroma holds it (``embedding_bytes``), or None: not known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +125,40 @@ class UserTotals:
     total_length: int
 
 
-def doc_from_record(record: MemoryRecord, stored: Mapping[str, Any] | None) -> IndexedDoc:
+def embedding_bytes(value: object) -> bytes | None:
+    """Chroma's embedding of one row as the index keeps it: the little-endian float32 bytes
+    of its values, or None unless it is a non-empty finite vector of floats.
+
+    Chroma stores float32; an embedded client returns them widened to float64 (the same
+    values), but an HTTP client parses each from its shortest decimal, a float64 that is no
+    float32. Such a vector is kept as little-endian float64 bytes instead (twice as long), so
+    the cosine recall computes from the index is always the one it computed from Chroma's.
+    """
+    if value is None:
+        return None
+    try:
+        vector = np.asarray(value)
+    except (TypeError, ValueError):
+        return None
+    if vector.ndim != 1 or not vector.size or vector.dtype.kind != "f":
+        return None
+    if not np.isfinite(vector).all():
+        return None
+    narrow = vector.astype("<f4")
+    if np.array_equal(narrow, vector):
+        return narrow.tobytes()
+    return vector.astype("<f8").tobytes()
+
+
+def doc_from_record(
+    record: MemoryRecord, stored: Mapping[str, Any] | None, embedding: object = None
+) -> IndexedDoc:
     """The index row an add or upsert of ``record`` writes (its counts replace the index's).
 
-    ``stored`` is the metadata Chroma holds for it now, read back after the write: its ranked
-    fields are Chroma's own values (Chroma may return a float a unit in the last place off the
-    one written), so recall ranks exactly as from Chroma's row; None (the read failed) leaves
-    them NULL, and recall reads the row from Chroma.
+    ``stored`` and ``embedding`` are the metadata and embedding Chroma holds for it now, read
+    back after the write: its ranked fields are Chroma's own values (Chroma may return a float
+    a unit in the last place off the one written), so recall ranks exactly as from Chroma's
+    row; None (the read failed) leaves them NULL, and recall reads the row from Chroma.
     """
     last_epoch = None
     if record.last_recalled_at is not None:
@@ -139,6 +174,7 @@ def doc_from_record(record: MemoryRecord, stored: Mapping[str, Any] | None) -> I
         last_recalled_at=record.last_recalled_at,
         replace_counts=True,
         ranked=None if stored is None else _ranked_stored(record.text, stored),
+        embedding=embedding_bytes(embedding),
     )
 
 
@@ -174,10 +210,16 @@ def _epoch(value: object) -> float | None:
 
 
 def doc_from_stored(
-    memory_id: str, text: object, metadata: Mapping[str, Any] | None, *, replace_counts: bool
+    memory_id: str,
+    text: object,
+    metadata: Mapping[str, Any] | None,
+    *,
+    replace_counts: bool,
+    embedding: object = None,
 ) -> IndexedDoc:
     """The index row of a row Chroma holds; its counts are what Chroma recorded (the values
-    a store written before the index carries), used only where the index has none."""
+    a store written before the index carries), used only where the index has none; its
+    ``embedding`` as Chroma returned it (None: not read)."""
     meta = metadata or {}
     count = meta.get("recall_count")
     turns = meta.get("recall_turns")
@@ -197,6 +239,7 @@ def doc_from_stored(
         turns=tuple(t for t in turns if isinstance(t, str) and t)
         if isinstance(turns, list)
         else (),
+        embedding=embedding_bytes(embedding),
     )
 
 
@@ -327,6 +370,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
                     doc.last_recalled_epoch,
                     doc.last_recalled_at,
                     *_ranked_values(doc, owner),
+                    doc.embedding,
                 )
             )
             continue
@@ -337,14 +381,17 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
             stale.append(doc_key)
             postings.extend((key, term, doc_key, tf, length) for term, tf in terms.items())
             added_length += length - old_length
-        doc_updates.append((digest, length, doc.epoch, *_ranked_values(doc, owner), key, doc_key))
+        doc_updates.append(
+            (digest, length, doc.epoch, *_ranked_values(doc, owner), doc.embedding, key, doc_key)
+        )
         if doc.replace_counts:
             count_updates.append(
                 (doc.recall_count, doc.last_recalled_epoch, doc.last_recalled_at, key, doc_key)
             )
     tx.many(
         "UPDATE index_docs SET text_hash = ?, length = ?, epoch = ?, doc_text = ?, stamp = ?, "
-        "significance = ?, valence = ?, episode = ? WHERE user_key = ? AND doc_key = ?",
+        "significance = ?, valence = ?, episode = ?, embedding = ? "
+        "WHERE user_key = ? AND doc_key = ?",
         doc_updates,
     )
     tx.many(
@@ -357,7 +404,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
     tx.many(
         "INSERT INTO index_docs (user_key, doc_key, memory_id, text_hash, length, epoch, "
         "recall_count, last_recalled_epoch, last_recalled_at, doc_text, stamp, significance, "
-        "valence, episode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "valence, episode, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         new_rows,
     )
     tx.many(

@@ -72,6 +72,8 @@ class IndexAudit:
     ranked: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     """Memory id -> ``(text, timestamp, significance, valence, episode, epoch)`` as the index
     holds them for ranking (NULL fields as None), to compare with Chroma's row."""
+    embeddings: dict[str, bytes | None] = field(default_factory=dict)
+    """Memory id -> the embedding the index holds (little-endian float32 bytes, or None)."""
 
 
 class MemoryIndex:
@@ -278,12 +280,14 @@ class MemoryIndex:
         def work(tx: Tx) -> IndexAudit:
             texts: dict[str, str] = {}
             ranked: dict[str, tuple[Any, ...]] = {}
-            for memory_id, digest, *fields in tx.rows(
-                "SELECT memory_id, text_hash, doc_text, stamp, significance, valence, episode, "
-                "epoch FROM index_docs WHERE user_key = ?",
+            embeddings: dict[str, bytes | None] = {}
+            for memory_id, digest, blob, *fields in tx.rows(
+                "SELECT memory_id, text_hash, embedding, doc_text, stamp, significance, valence, "
+                "episode, epoch FROM index_docs WHERE user_key = ?",
                 (key,),
             ):
                 texts[memory_id] = digest
+                embeddings[memory_id] = None if blob is None else bytes(blob)
                 if fields[4] is not None:
                     fields[4] = fields[4] == 1
                 ranked[memory_id] = tuple(fields)
@@ -310,6 +314,7 @@ class MemoryIndex:
                 postings_ok=int(mismatched[0]) == 0,
                 pending=int(pending[0]) if pending else 0,
                 ranked=ranked,
+                embeddings=embeddings,
             )
 
         return self.backend.read(work)

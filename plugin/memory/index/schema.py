@@ -10,7 +10,10 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
   epoch, the authoritative recall count and last-recalled time, and (migration 3) what
   ranking reads of Chroma's row: its text, ISO timestamp, significance, valence and episode
   flag, so recall's pruned fetch need not read Chroma (all NULL for a row written before
-  migration 3, until a backfill, or one whose Chroma metadata is malformed);
+  migration 3, until a backfill, or one whose Chroma metadata is malformed), and its
+  embedding as Chroma returns it (``embedding``: little-endian float32 bytes, or float64
+  bytes for an HTTP client's decimal-parsed values; NULL when not read), so recall's cosine
+  of a member only the lexical search found need not read Chroma;
 * ``index_postings``: ``(term, document, tf, length)``, what BM25 scores;
 * ``index_recalls``: ``(document, turn id)``, each turn's recall counted once per memory;
 * ``index_journal``: writes announced but not yet known to have reached Chroma, one per
@@ -126,13 +129,15 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     ),
     (
         3,
-        "the fields ranking reads of each memory's Chroma row",
+        "the fields ranking reads of each memory's Chroma row, and its embedding",
         (
             "ALTER TABLE index_docs ADD COLUMN doc_text TEXT",
             "ALTER TABLE index_docs ADD COLUMN stamp TEXT",
             "ALTER TABLE index_docs ADD COLUMN significance DOUBLE PRECISION",
             "ALTER TABLE index_docs ADD COLUMN valence DOUBLE PRECISION",
             "ALTER TABLE index_docs ADD COLUMN episode INTEGER",
+            # little-endian float32 bytes (BYTEA: PostgreSQL's type; SQLite keeps a blob as is)
+            "ALTER TABLE index_docs ADD COLUMN embedding BYTEA",
             # 0: the user's documents were indexed before migration 3 (a backfill fills them)
             "ALTER TABLE index_users ADD COLUMN ranked_fields INTEGER NOT NULL DEFAULT 0",
         ),

@@ -113,7 +113,7 @@ class WriteSession:
         """Chroma holds ``records`` now: index them (their counts replace the index's)."""
         ids = [record.id for record in records]
         stored = self._read_back(ids)
-        docs = [doc_from_record(record, stored.get(record.id)) for record in records]
+        docs = [doc_from_record(record, *stored.get(record.id, (None, None))) for record in records]
 
         def work(tx: Tx) -> None:
             put_docs(tx, self._key, docs)
@@ -122,20 +122,23 @@ class WriteSession:
         self._index.timed_write("index_settle", work)
         self._closed(ids)
 
-    def _read_back(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
-        """Chroma's metadata of the rows just written (empty if it cannot be read now)."""
+    def _read_back(self, ids: Sequence[str]) -> dict[str, tuple[Mapping[str, Any], Any]]:
+        """Chroma's metadata and embedding of the rows just written (empty if they cannot be
+        read now)."""
         collections = self._index.collections
-        found: dict[str, Mapping[str, Any]] = {}
+        found: dict[str, tuple[Mapping[str, Any], Any]] = {}
         try:
             with collections.backend("read back the memories written"):
                 for start in range(0, len(ids), collections.max_batch):
                     got = self._collection.get(
                         ids=list(ids[start : start + collections.max_batch]),
-                        include=["metadatas"],
+                        include=["metadatas", "embeddings"],
                     )
-                    for ident, meta in zip(got["ids"], got["metadatas"], strict=True):
+                    for ident, meta, vector in zip(
+                        got["ids"], got["metadatas"], got["embeddings"], strict=True
+                    ):
                         if meta is not None:
-                            found[ident] = meta
+                            found[ident] = (meta, vector)
         except Exception:
             logger.warning(
                 "could not read back %d memories of user %s just written; recall reads them "

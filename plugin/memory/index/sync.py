@@ -71,23 +71,27 @@ class SyncReport:
         )
 
 
+StoredRow = tuple[object, Mapping[str, Any] | None, object]
+"""A row as Chroma returned it: its document, metadata and embedding."""
+
+
 def _stored_rows(
     collections: UserCollections, collection: Any, ids: Sequence[str]
-) -> dict[str, tuple[object, Mapping[str, Any] | None]]:
-    """Chroma's ``(document, metadata)`` of those ``ids`` it holds."""
-    found: dict[str, tuple[object, Mapping[str, Any] | None]] = {}
+) -> dict[str, StoredRow]:
+    """Chroma's ``(document, metadata, embedding)`` of those ``ids`` it holds."""
+    found: dict[str, StoredRow] = {}
     if collection is None or not ids:
         return found
     with collections.backend("read memories to reconcile the index"):
         for start in range(0, len(ids), collections.max_batch):
             got = collection.get(
                 ids=list(ids[start : start + collections.max_batch]),
-                include=["documents", "metadatas"],
+                include=["documents", "metadatas", "embeddings"],
             )
-            for ident, text, meta in zip(
-                got["ids"], got["documents"], got["metadatas"], strict=True
+            for ident, text, meta, vector in zip(
+                got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
             ):
-                found[ident] = (text, meta)
+                found[ident] = (text, meta, vector)
     return found
 
 
@@ -108,7 +112,7 @@ def reconcile(
     entries: Sequence[Entry],
     *,
     counts: Mapping[str, Counts] | None = None,
-    stored: Mapping[str, tuple[object, Mapping[str, Any] | None]] | None = None,
+    stored: Mapping[str, StoredRow] | None = None,
 ) -> SyncReport:
     """Settle ``entries`` by what Chroma holds for their ids, in one transaction.
 
@@ -127,8 +131,10 @@ def reconcile(
         if row is None:
             gone.append(entry.memory_id)
             continue
-        text, meta = row
-        doc = doc_from_stored(entry.memory_id, text, meta, replace_counts=False)
+        text, meta, vector = row
+        doc = doc_from_stored(
+            entry.memory_id, text, meta, replace_counts=False, embedding=vector
+        )
         if entry.op == "write" and matches(entry.intent, text, meta):
             count, last_epoch, last_at = _announced_counts(entry.intent)
         elif counts is not None and entry.memory_id in counts:
@@ -184,7 +190,7 @@ def index_held(
         entry = pending.get(ident)
         if entry is None:
             chosen.append(Entry(ident, "resync", {}))
-        elif entry.op == "write" and matches(entry.intent, *row):
+        elif entry.op == "write" and matches(entry.intent, row[0], row[1]):
             chosen.append(entry)
     return reconcile(backend, collections, key, collection, chosen, stored=stored)
 
@@ -248,11 +254,13 @@ def backfill(
         offset = 0
         while True:
             with collections.backend(f"read the memories of user {shown(user_id)} to index"):
-                got = collection.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
+                got = collection.get(
+                    include=["documents", "metadatas", "embeddings"], limit=PAGE, offset=offset
+                )
             docs = [
-                doc_from_stored(ident, text, meta, replace_counts=False)
-                for ident, text, meta in zip(
-                    got["ids"], got["documents"], got["metadatas"], strict=True
+                doc_from_stored(ident, text, meta, replace_counts=False, embedding=vector)
+                for ident, text, meta, vector in zip(
+                    got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True
                 )
                 if ident not in seen
             ]

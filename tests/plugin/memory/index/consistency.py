@@ -4,10 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from plugin.memory.index.documents import text_hash
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.rows import row_problem
 from plugin.memory.store import ChromaMemory
+
+
+def same_embedding(held: bytes | None, chroma: Any) -> bool:
+    """Whether the index's embedding is Chroma's, value for value: float32 bytes of an
+    embedded client's vector, float64 of an HTTP client's (parsed from decimals)."""
+    if held is None:
+        return False
+    vector = np.asarray(chroma, dtype=np.float64)
+    if len(held) == 4 * len(vector):
+        return bool(np.array_equal(np.frombuffer(held, "<f4"), vector.astype(np.float32)))
+    return len(held) == 8 * len(vector) and bool(np.array_equal(np.frombuffer(held, "<f8"), vector))
 
 
 def chroma_texts(memory: ChromaMemory, user_id: str) -> dict[str, str]:
@@ -31,6 +44,23 @@ def expected_ranked(user_id: str, text: Any, meta: Any) -> tuple[Any, ...]:
 
 def chroma_rows(memory: ChromaMemory, user_id: str) -> dict[str, tuple[Any, Any]]:
     """Memory id -> (document, metadata) of ``user_id``'s collection, read by a raw client."""
+    return {
+        ident: (text, meta)
+        for ident, (text, meta, _) in _chroma_rows(memory, user_id, with_vectors=False).items()
+    }
+
+
+def chroma_embeddings(memory: ChromaMemory, user_id: str) -> dict[str, Any]:
+    """Memory id -> embedding of ``user_id``'s collection, read by a raw client."""
+    return {
+        ident: vector
+        for ident, (_, _, vector) in _chroma_rows(memory, user_id, with_vectors=True).items()
+    }
+
+
+def _chroma_rows(
+    memory: ChromaMemory, user_id: str, *, with_vectors: bool
+) -> dict[str, tuple[Any, Any, Any]]:
     client, lock = open_client(parse_location(memory.location))
     if lock is not None:
         lock.release()  # the memory's own hold keeps an embedded store locked
@@ -38,14 +68,16 @@ def chroma_rows(memory: ChromaMemory, user_id: str) -> dict[str, tuple[Any, Any]
         collection = client.get_collection(memory.collection_for(user_id))
     except Exception:  # no collection: the user has no memories
         return {}
-    held: dict[str, tuple[Any, Any]] = {}
+    held: dict[str, tuple[Any, Any, Any]] = {}
     offset = 0
+    include = ["documents", "metadatas", *(["embeddings"] if with_vectors else [])]
     while True:
-        got: dict[str, Any] = collection.get(
-            include=["documents", "metadatas"], limit=1000, offset=offset
-        )
-        for ident, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            held[ident] = (text, meta)
+        got: dict[str, Any] = collection.get(include=include, limit=1000, offset=offset)
+        vectors = got["embeddings"] if with_vectors else [None] * len(got["ids"])
+        for ident, text, meta, vector in zip(
+            got["ids"], got["documents"], got["metadatas"], vectors, strict=True
+        ):
+            held[ident] = (text, meta, vector)
         offset += len(got["ids"])
         if len(got["ids"]) < 1000:
             return held
@@ -77,6 +109,9 @@ def assert_consistent(memory: ChromaMemory, users: tuple[str, ...]) -> dict[str,
             and audit.ranked[i][5] != rows[i][1]["timestamp_epoch"]
         )
         assert not epochs, f"{user}: the index has other epochs for {epochs[:5]}"
+        vectors = chroma_embeddings(memory, user)
+        unlike = sorted(i for i in stored if not same_embedding(audit.embeddings[i], vectors[i]))
+        assert not unlike, f"{user}: the index has other embeddings for {unlike[:5]}"
         assert audit.doc_count == audit.counted_docs == len(stored), user
         assert audit.total_length == audit.counted_length, user
         assert audit.postings_ok, user

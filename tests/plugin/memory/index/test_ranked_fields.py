@@ -87,7 +87,7 @@ def test_an_index_without_the_fields_ranks_the_same_until_the_backfill_fills_it(
         def before_migration_3(tx: Any) -> None:
             tx.run(
                 "UPDATE index_docs SET doc_text = NULL, stamp = NULL, significance = NULL, "
-                "valence = NULL, episode = NULL"
+                "valence = NULL, episode = NULL, embedding = NULL"
             )
             tx.run("UPDATE index_users SET ranked_fields = 0")
 
@@ -98,6 +98,7 @@ def test_an_index_without_the_fields_ranks_the_same_until_the_backfill_fills_it(
         assert_consistent(memory, ("ann",))
         ranked = memory.index.audit("ann").ranked
         assert all(fields[0] is not None for fields in ranked.values())
+        assert all(blob is not None for blob in memory.index.audit("ann").embeddings.values())
 
 
 def test_every_write_sets_the_fields_even_of_an_unchanged_text(
