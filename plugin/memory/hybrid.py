@@ -4,7 +4,8 @@ For each query (``RecallSettings`` holds every constant):
 
 1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
    lexical index's ``lexical_candidates`` best BM25 matches unless the query is a
-   current-state question (``plugin.memory.pool``);
+   current-state question, their cosine from the embeddings the index holds (Chroma's ``get``
+   only for those it lacks; ``plugin.memory.pool``);
 2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
    (``plugin.memory.fusion``), or the cosine itself for a current-state question; the kernel
    is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
@@ -218,7 +219,9 @@ class HybridRecall:
         settings: RecallSettings,
     ) -> QueryPool:
         start = perf_counter()
-        hits = self._index.lexical_search(user_id, query, settings.lexical_candidates)
+        hits = self._index.lexical_search(
+            user_id, query, settings.lexical_candidates, known=set(pool.ids)
+        )
         self._timed("lexical_search", start)
 
         def read_missing(ids: list[str]) -> Mapping[str, Any]:

@@ -3,13 +3,26 @@
 Dense candidates come from one Chroma query per user (every query vector at once) that
 returns ids and distances only: documents and metadata are fetched later, and only for the
 members that can reach the top (``plugin.memory.pruning``). Lexical candidates come from the
-memory's index (``lexical_search``, BM25 over the user's own memories). Members the index
-found but Chroma did not are read from Chroma by id, embeddings only, for their cosine.
+memory's index (``lexical_search``, BM25 over the user's own memories).
+
+Members the index found but Chroma did not get their cosine from the embedding the index
+holds of them, read in the lexical search's own snapshot. Only a member whose embedding the
+index lacks (written before it kept them) or holds of another dimension than the query's, or
+whose write or forget is in flight (a pending journal entry), is read from Chroma by id,
+embeddings only. Either way the cosine is computed from the values Chroma's client returned
+(``plugin.memory.index.documents.embedding_bytes``: an index written through an embedded
+client and read through an HTTP one, or the reverse, differs from Chroma's values in their
+last bits), in the index's document order, which is the order Chroma's ``get`` returns them
+in (the index numbers memories as they are written, and a backfill in Chroma's own order; a
+crash's reconcile, which goes by id, may differ, which only exact ties of score could show).
+So the pool is the same bits as a Chroma read's. An id Chroma no longer holds drops out as
+before: the index holds exactly Chroma's ids except while a forget is in flight, and such an
+id is the one read from Chroma.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -42,6 +55,17 @@ class LexicalHits(Protocol):
     @property
     def scores(self) -> npt.NDArray[np.float64]:
         """BM25 scores aligned with ``ids`` (higher is better)."""
+        ...
+
+    @property
+    def absent(self) -> Sequence[str] | None:
+        """The hits the search's ``known`` ids lack, in Chroma's order; None: not asked."""
+        ...
+
+    @property
+    def vectors(self) -> Sequence[bytes | None]:
+        """The index's embedding of each ``absent`` hit (little-endian float32 bytes), None
+        where it must be read from Chroma."""
         ...
 
 
@@ -107,8 +131,11 @@ class IndexedFields(Protocol):
 class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
 
-    def lexical_search(self, user_id: str, query: str, limit: int) -> LexicalHits:
-        """The user's best ``limit`` BM25 matches for ``query``, best first."""
+    def lexical_search(
+        self, user_id: str, query: str, limit: int, *, known: Collection[str] | None = None
+    ) -> LexicalHits:
+        """The user's best ``limit`` BM25 matches for ``query``, best first (with ``known``,
+        the index's embeddings of the hits it lacks)."""
         ...
 
     def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
@@ -172,19 +199,19 @@ def with_lexical(
     vector: FloatArray,
     read_missing: Callable[[list[str]], Mapping[str, Any]],
 ) -> QueryPool:
-    """``pool`` joined with the lexical hits: members only the index found are read by
-    ``read_missing(ids)`` (a Chroma ``get`` of their embeddings) and get their cosine with the
-    query ``vector``; ids Chroma no longer has drop out."""
+    """``pool`` joined with the lexical hits: members only the index found get their cosine
+    with the query ``vector`` from the index's embedding of them (``hits.vectors``), or, where
+    it has none of the query's dimension, from ``read_missing(ids)`` (a Chroma ``get`` of
+    their embeddings); ids Chroma no longer has drop out."""
     scores = np.asarray(hits.scores, dtype=np.float64)
     by_id = dict(zip(hits.ids, scores.tolist(), strict=True))
     have = set(pool.ids)
     missing = [ident for ident in hits.ids if ident not in have]
     ids, distances = list(pool.ids), pool.distances
     if missing:
-        got = read_missing(missing)
-        found = list(got["ids"])
+        found, rows = _missing_vectors(missing, hits, len(vector), read_missing)
         if found:
-            vectors = np.asarray(got["embeddings"], dtype=np.float64)
+            vectors = np.asarray(rows, dtype=np.float64)
             query = np.asarray(vector, dtype=np.float64)
             norms = np.linalg.norm(vectors, axis=1) * float(np.linalg.norm(query))
             cos = np.clip((vectors @ query) / np.where(norms > 0, norms, 1.0), -1.0, 1.0)
@@ -192,3 +219,34 @@ def with_lexical(
             distances = np.concatenate([distances, 1.0 - cos])
     bm25 = np.array([by_id.get(ident, 0.0) for ident in ids], dtype=np.float64)
     return QueryPool(ids, distances, bm25)
+
+
+def _missing_vectors(
+    missing: list[str],
+    hits: LexicalHits,
+    dimension: int,
+    read_missing: Callable[[list[str]], Mapping[str, Any]],
+) -> tuple[list[str], Any]:
+    """The ``missing`` members found and their embeddings, in Chroma's order: the index's
+    where it holds one of the query's ``dimension``, Chroma's for the rest."""
+    absent = hits.absent
+    if absent is None or set(absent) != set(missing):  # the index was not asked: Chroma's
+        got = read_missing(missing)
+        return list(got["ids"]), got["embeddings"]
+    kinds = {4 * dimension: "<f4", 8 * dimension: "<f8"}  # an HTTP client's are float64
+    held = {
+        ident: np.frombuffer(blob, dtype=kinds[len(blob)])
+        for ident, blob in zip(absent, hits.vectors, strict=True)
+        if blob is not None and len(blob) in kinds
+    }
+    unread = [ident for ident in absent if ident not in held]
+    chroma: dict[str, Any] = {}
+    if unread:
+        got = read_missing(unread)
+        chroma = dict(zip(got["ids"], got["embeddings"], strict=True))
+    found = [ident for ident in absent if ident in held or ident in chroma]
+    rows = [
+        held[ident] if ident in held else chroma[ident]
+        for ident in found
+    ]
+    return found, rows

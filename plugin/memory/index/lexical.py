@@ -11,13 +11,17 @@ every transaction that changes them, which logs the documents it touched (``inde
 a search reads the generation in its snapshot and, when the cache is behind, re-reads the
 touched documents' postings first (or starts the user over if the log no longer reaches
 back). The scores are the same bits with or without it.
+
+Asked which ids the caller already has (``known``: the query's dense candidates), a search
+also reads, in its snapshot, the embeddings the index holds of the other hits (``absent``),
+so recall computes their cosine without reading Chroma.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +51,13 @@ class LexicalHits:
     scores: npt.NDArray[np.float64] = field(
         default_factory=lambda: np.zeros(0, dtype=np.float64)
     )
+    absent: list[str] | None = None
+    """The hits the search's ``known`` ids lack, in the index's document order (the order
+    Chroma keeps them in, as a ``get`` returns them); None when no ``known`` was given."""
+    vectors: list[bytes | None] = field(default_factory=list)
+    """Each ``absent`` hit's embedding as the index holds it (little-endian float32 bytes);
+    None where the index lacks it or a write or forget of it is in flight (its journal entry
+    is pending), so the caller reads that one from Chroma."""
 
     def __len__(self) -> int:
         """How many memories matched (at most the search's limit)."""
@@ -252,27 +263,69 @@ def _postings(
     return columns
 
 
+def _absent_vectors(
+    tx: Tx, key: int, doc_keys: dict[str, int], known: Collection[str]
+) -> tuple[list[str], list[bytes | None]]:
+    """The hits (memory id -> document key) not in ``known``, in document order, and the
+    embeddings the index holds of them (None: read it from Chroma)."""
+    absent = sorted((doc_key, ident) for ident, doc_key in doc_keys.items() if ident not in known)
+    if not absent:
+        return [], []
+    keys = [doc_key for doc_key, _ in absent]
+    ids = [ident for _, ident in absent]
+    blobs: dict[int, bytes | None] = {}
+    for part in in_chunks(keys):
+        blobs.update(
+            (int(doc_key), None if blob is None else bytes(blob))
+            for doc_key, blob in tx.rows(
+                "SELECT doc_key, embedding FROM index_docs "
+                f"WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
+                (key, *part),
+            )
+        )
+    moving: set[str] = set()
+    for names in in_chunks(ids):
+        moving.update(
+            ident
+            for (ident,) in tx.rows(
+                "SELECT memory_id FROM index_journal "
+                f"WHERE user_key = ? AND memory_id IN ({placeholders(len(names))})",
+                (key, *names),
+            )
+        )
+    return ids, [
+        None if ident in moving else blobs.get(doc_key) for doc_key, ident in absent
+    ]
+
+
 def search(
-    tx: Tx, key: int, query: str, limit: int, cache: PostingsCache | None = None
+    tx: Tx,
+    key: int,
+    query: str,
+    limit: int,
+    cache: PostingsCache | None = None,
+    known: Collection[str] | None = None,
 ) -> LexicalHits:
-    """The ``limit`` best BM25 matches of ``query`` among user ``key``'s memories.
+    """The ``limit`` best BM25 matches of ``query`` among user ``key``'s memories; with
+    ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
 
     Ties are broken by memory id, so every backend returns the same list.
     """
+    nothing = LexicalHits() if known is None else LexicalHits(absent=[])
     terms = query_terms(query)
     if not terms:
-        return LexicalHits()
+        return nothing
     totals = tx.one(
         "SELECT doc_count, total_length, generation, next_doc FROM index_users "
         "WHERE user_key = ?",
         (key,),
     )
     if totals is None or not totals[0]:
-        return LexicalHits()
+        return nothing
     columns = _postings(tx, key, terms, totals, cache)
     doc_keys, scores = score_terms(columns, int(totals[0]), int(totals[1]))
     if not len(doc_keys):
-        return LexicalHits()
+        return nothing
     if len(scores) > limit:
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break
@@ -291,7 +344,10 @@ def search(
         zip(scores.tolist(), (names[int(k)] for k in doc_keys.tolist()), strict=True),
         key=lambda pair: (-pair[0], pair[1]),
     )[:limit]
-    return LexicalHits(
-        [memory_id for _, memory_id in ranked],
-        np.asarray([score for score, _ in ranked], dtype=np.float64),
-    )
+    ids = [memory_id for _, memory_id in ranked]
+    scored = np.asarray([score for score, _ in ranked], dtype=np.float64)
+    if known is None:
+        return LexicalHits(ids, scored)
+    keys = {memory_id: doc_key for doc_key, memory_id in names.items()}
+    absent, vectors = _absent_vectors(tx, key, {ident: keys[ident] for ident in ids}, known)
+    return LexicalHits(ids, scored, absent, vectors)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -235,9 +235,13 @@ class MemoryIndex:
 
     # ---------------------------------------------------------------- reads
 
-    def lexical_search(self, user_id: str, query: str, limit: int) -> LexicalHits:
+    def lexical_search(
+        self, user_id: str, query: str, limit: int, *, known: Collection[str] | None = None
+    ) -> LexicalHits:
         """``user_id``'s memories best matching ``query`` by BM25, best first, at most
-        ``limit``; empty when the query has no searchable term."""
+        ``limit``; empty when the query has no searchable term. With ``known`` (ids the caller
+        has), the embeddings the index holds of the other hits too, read in the same snapshot
+        (``LexicalHits.absent`` and ``vectors``)."""
         user_id = check_user(user_id)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
@@ -248,7 +252,7 @@ class MemoryIndex:
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
             )
         return self._read(
-            user_id, lambda tx, key: search(tx, key, query, limit, self._postings)
+            user_id, lambda tx, key: search(tx, key, query, limit, self._postings, known)
         )
 
     def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
