@@ -6,6 +6,7 @@ rewriting (a pending journal entry) is read from Chroma as before."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,29 @@ def test_lexical_only_members_take_their_cosine_from_the_index(
         rewrite(memory, "UPDATE index_docs SET embedding = NULL")
         from_chroma, calls = gets(stages, memory)
         assert calls > 0  # lexical-only members there were, read from Chroma now
+        assert from_index == from_chroma
+
+
+def test_over_a_chroma_server_the_index_holds_the_values_the_http_client_returns(
+    tmp_path: Path, embedder: Embedder, chroma_server: str
+) -> None:
+    """An HTTP client parses embeddings from decimals (not exact float32 values): the index
+    keeps those, so the cosine from its copy is the same bits as one from Chroma's get."""
+    stages = Stages()
+    with ChromaMemory(
+        chroma_server,
+        collection=f"emb-{uuid.uuid4().hex[:10]}",
+        index=tmp_path / "index.sqlite3",
+        embedder=embedder,
+        observer=stages,
+    ) as memory:
+        memory.add(notes(60))
+        assert_consistent(memory, ("ann",))
+        from_index, calls = gets(stages, memory)
+        assert calls == 0
+        rewrite(memory, "UPDATE index_docs SET embedding = NULL")
+        from_chroma, calls = gets(stages, memory)
+        assert calls > 0
         assert from_index == from_chroma
 
 
