@@ -63,8 +63,11 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 TimeRuleKind = Literal["period", "state", "former", "event"]
 
-ANCHOR_MEMBERS = 5
-"""How many of a pool's most relevant members the state rules take their anchor date from."""
+ANCHOR_MEMBERS = 3
+"""How many of a pool's most relevant members the state rules take their anchor date from.
+
+Three, not five: in a small store the five closest often hold unrelated newer small talk,
+whose date then ages a current fact (blind stale-versus-current sets, README "Retrieval")."""
 STATE_AGE_SCALE = 0.5
 """The share of its days a memory is aged at under the state rules (half: a 240-day horizon)."""
 

@@ -50,7 +50,7 @@ def test_each_query_gets_one_rule_and_the_cue_that_chose_it(
     assert (rule.kind, rule.reason) == (kind, reason)
     assert rule.uses_lexical == (kind != "state")
     assert pytest.approx(0.5) == STATE_AGE_SCALE
-    assert ANCHOR_MEMBERS == 5
+    assert ANCHOR_MEMBERS == 3
 
 
 def test_a_period_query_ages_memories_by_their_distance_to_the_period() -> None:
@@ -86,7 +86,7 @@ def test_a_state_query_ages_from_its_anchor_not_the_clock_at_half_the_days() -> 
     reasons = rule_reasons(rule, ages, np.array([0.577, 0.47]))
     assert reasons[1] == (
         "current-state query (about the user ('i'), present tense): similarity = cosine 0.47, "
-        "word overlap ignored; 198 days older than the newest of the query's 5 closest "
+        "word overlap ignored; 198 days older than the newest of the query's 3 closest "
         "memories, aged at 0.5"
     )
 
@@ -116,7 +116,7 @@ def test_a_former_state_query_ages_what_is_newer_than_its_oldest_close_memory() 
     assert ages.tolist() == pytest.approx([195.0, 0.0, 150.0, 197.5])
     assert rule_reasons(rule, ages, np.zeros(4))[0] == (
         "former-state query (earlier state of the user ('before')): 390 days newer than the "
-        "oldest of the query's 5 closest memories, aged at 0.5"
+        "oldest of the query's 3 closest memories, aged at 0.5"
     )
     assert rule_ages(rule, epochs, NOW, None).tolist() == [0.0] * 4
 

@@ -101,7 +101,7 @@ def test_recall_json_is_ranked_with_the_full_breakdown(
     assert [list(hit) for hit in result["results"]] == [KEYS] * 3
     assert [list(hit["relevance"]) for hit in result["results"]] == [list(RELEVANCE_KEYS)] * 3
     assert result["results"][0]["id"] == "alice-home-new"
-    assert "older than the newest of the query's 5 closest" in result["results"][0]["time_rule"]
+    assert "older than the newest of the query's 3 closest" in result["results"][0]["time_rule"]
     scores = [hit["score"] for hit in result["results"]]
     assert scores == sorted(scores, reverse=True)
     assert all(hit["id"].startswith("alice-") for hit in result["results"])
