@@ -47,19 +47,25 @@ def gets(stages: Stages, memory: ChromaMemory) -> tuple[list[list[dict[str, Any]
     return hits, stages.seen.get("chroma_get", 0)
 
 
+def assert_cosines_come_from_the_index(memory: ChromaMemory, stages: Stages) -> None:
+    """Recall over 60 notes reads no Chroma row, and ranks exactly as when the index's
+    embeddings are gone and the lexical-only members are read from Chroma."""
+    memory.add(notes(60))
+    assert_consistent(memory, ("ann",))
+    from_index, calls = gets(stages, memory)
+    assert calls == 0  # no Chroma get: neither rows nor embeddings
+    rewrite(memory, "UPDATE index_docs SET embedding = NULL")
+    from_chroma, calls = gets(stages, memory)
+    assert calls > 0  # lexical-only members there were, read from Chroma now
+    assert from_index == from_chroma
+
+
 def test_lexical_only_members_take_their_cosine_from_the_index(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     stages = Stages()
     with ChromaMemory(tmp_path / "chroma", embedder=embedder, observer=stages) as memory:
-        memory.add(notes(60))
-        assert_consistent(memory, ("ann",))
-        from_index, calls = gets(stages, memory)
-        assert calls == 0  # no Chroma get: neither rows nor embeddings
-        rewrite(memory, "UPDATE index_docs SET embedding = NULL")
-        from_chroma, calls = gets(stages, memory)
-        assert calls > 0  # lexical-only members there were, read from Chroma now
-        assert from_index == from_chroma
+        assert_cosines_come_from_the_index(memory, stages)
 
 
 def test_over_a_chroma_server_the_index_holds_the_values_the_http_client_returns(
@@ -75,14 +81,7 @@ def test_over_a_chroma_server_the_index_holds_the_values_the_http_client_returns
         embedder=embedder,
         observer=stages,
     ) as memory:
-        memory.add(notes(60))
-        assert_consistent(memory, ("ann",))
-        from_index, calls = gets(stages, memory)
-        assert calls == 0
-        rewrite(memory, "UPDATE index_docs SET embedding = NULL")
-        from_chroma, calls = gets(stages, memory)
-        assert calls > 0
-        assert from_index == from_chroma
+        assert_cosines_come_from_the_index(memory, stages)
 
 
 def test_an_embedding_of_another_dimension_is_read_from_chroma(
