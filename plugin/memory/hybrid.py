@@ -7,8 +7,10 @@ For each query (``RecallSettings`` holds every constant):
    current-state question, their cosine from the embeddings the index holds (Chroma's ``get``
    only for those it lacks; ``plugin.memory.pool``);
 2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
-   (``plugin.memory.fusion``), or the cosine itself for a current-state question; the kernel
-   is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
+   (``plugin.memory.fusion``), or for a current-state question the cosine itself, times
+   ``1 + CHANGE_GAIN`` for a memory whose text reports a change (``plugin.memory.change_cues``;
+   a member the index holds no text of is bounded as if it did until its row is read); the
+   kernel is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
 3. **age**: the query's time rule (``plugin.memory.time_rule``) gives each memory the age
    recency is scored at;
 4. **rank**: the kernel's ``rank_columns`` with the settings' weights, over only the members
@@ -39,6 +41,7 @@ from kernel.batch import RankedColumns, rank_columns
 from kernel.engine import StageObserver
 from kernel.models import MemoryCandidate
 from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
+from plugin.memory.change_cues import change_word
 from plugin.memory.collections import UserCollections
 from plugin.memory.fusion import fuse
 from plugin.memory.pool import MemoryIndexReads, QueryPool, Rehearsal, dense_pools, with_lexical
@@ -53,6 +56,7 @@ from plugin.memory.time_rule import (
     rule_ages,
     rule_anchor,
     rule_reasons,
+    state_similarity,
 )
 
 __all__ = ["HybridRecall", "RankedQuery"]
@@ -256,11 +260,23 @@ class HybridRecall:
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
         indexed = rehearsal.ranked
         known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
+        gains = rule is not None and rule.kind == "state"
+        upper = relevance
+        if gains:  # a memory that reports a change gains relevance (``CHANGE_GAIN``)
+            texts = indexed.texts if indexed is not None else [None] * len(pool)
+            reports = np.array(
+                [bool(k) and change_word(t) is not None for k, t in zip(known, texts, strict=True)],
+                dtype=bool,
+            )
+            cosine = relevance.cosine
+            relevance = _with_similarity(relevance, state_similarity(cosine, reports))
+            # one whose text the index lacks may report a change: its ceiling assumes it does
+            upper = _with_similarity(relevance, state_similarity(cosine, reports | ~known))
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
         ages = _ages(rule, epochs, scoring.now, newest_epoch)
         ceilings = score_ceilings(
-            relevance.distances,
+            upper.distances,
             ages,
             counts,
             scoring.weights,
@@ -301,11 +317,16 @@ class HybridRecall:
             self._read(collection, user_id, unread, raw)
             kept = [ident for ident in wanted if ident in raw]
             at = np.array([position[ident] for ident in kept], dtype=np.intp)
+            texts = [raw[ident][0] for ident in kept]
+            distances = relevance.distances[at]
+            if gains:  # the texts read from Chroma decide their gain now
+                said = np.array([change_word(_text(t)) is not None for t in texts], dtype=bool)
+                distances = 2.0 * (1.0 - state_similarity(relevance.cosine[at], said))
             rows = rows_from_query(
                 kept,
-                [raw[ident][0] for ident in kept],
+                texts,
                 [raw[ident][1] for ident in kept],
-                relevance.distances[at].tolist(),
+                distances.tolist(),
                 user_id,
             )
             if len(rows) < len(kept):  # malformed rows were skipped: realign
@@ -350,6 +371,9 @@ class HybridRecall:
         ages = _ages(rule, columns.epochs, scoring.now, newest_epoch)
         if rule is None:
             reasons = [CALENDAR_RULE] * len(rows)
+        elif rule.kind == "state":
+            changes = [change_word(text) for text in rows.texts]
+            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes)
         else:
             reasons = rule_reasons(rule, ages, relevance.cosine[at])
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
@@ -390,6 +414,15 @@ def _ages(
         calendar: FloatArray = np.maximum(0.0, (now.timestamp() - epochs) / SECONDS_PER_DAY)
         return calendar
     return rule_ages(rule, epochs, now, newest_epoch)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _with_similarity(relevance: _Relevance, similarity: FloatArray) -> _Relevance:
+    """``relevance`` with another similarity, and the kernel distances that carry it."""
+    return replace(relevance, similarity=similarity, distances=2.0 * (1.0 - similarity))
 
 
 def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings) -> _Relevance:

@@ -7,12 +7,14 @@ import pytest
 
 from plugin.memory.time_rule import (
     ANCHOR_MEMBERS,
+    CHANGE_GAIN,
     STATE_AGE_SCALE,
     classify_query,
     rule_ages,
     rule_anchor,
     rule_reasons,
     state_reference,
+    state_similarity,
 )
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -88,6 +90,23 @@ def test_a_state_query_ages_from_its_anchor_not_the_clock_at_half_the_days() -> 
         "current-state query (about the user ('i'), present tense): similarity = cosine 0.47, "
         "word overlap ignored; 198 days older than the newest of the query's 3 closest "
         "memories, aged at 0.5"
+    )
+
+
+def test_a_state_query_gives_a_memory_that_reports_a_change_a_gain_at_most_one() -> None:
+    cosines = np.array([0.5, 0.5, 0.9, -0.2, 0.3])
+    changes = np.array([False, True, True, True, False])
+    similarity = state_similarity(cosines, changes)
+    assert pytest.approx(0.2) == CHANGE_GAIN
+    assert similarity.tolist() == pytest.approx([0.5, 0.6, 1.0, 0.0, 0.3])
+    rule = classify_query("What do I drink?", NOW)
+    ages = np.array([0.0, 20.0])
+    reasons = rule_reasons(rule, ages, cosines[:2], [None, "switched"])
+    assert reasons[0] == rule_reasons(rule, ages, cosines[:2])[0]
+    assert reasons[1] == (
+        "current-state query (about the user ('i'), present tense): similarity = cosine 0.50 "
+        "x 1.2 (reports a change: 'switched'), word overlap ignored; 40 days older than the "
+        "newest of the query's 3 closest memories, aged at 0.5"
     )
 
 
