@@ -6,7 +6,7 @@ live in Lisbon"). So for a question about the present, a memory that reports a c
 likelier answer, and the current-state rule gives its relevance a small gain
 (``plugin.memory.time_rule.CHANGE_GAIN``).
 
-``CHANGE_CUE`` is generic English: a move or switch (moved, relocated, switched, changed), an
+``CHANGE_CUES`` is generic English: a move or switch (moved, relocated, switched, changed), an
 end (quit, stopped, left, sold, gave up, got rid of, broke up, split up, retired, no longer,
 anymore), a start (started, took up, adopted, joined, bought, new), or a present contrast
 (now, nowadays, these days, instead, since). No topics, names or dataset phrases.
@@ -15,25 +15,45 @@ anymore), a start (started, took up, adopted, joined, bought, new), or a present
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-__all__ = ["CHANGE_CUE", "change_word"]
+__all__ = ["CHANGE_CUES", "change_word"]
 
-_WORDS = (
+CHANGE_CUES = frozenset({
     "now", "nowadays", "these days", "since", "instead", "new", "anymore", "any more",
     "no longer", "switch", "switched", "changed", "moved", "relocated", "quit", "started",
     "stopped", "left", "sold", "bought", "gave up", "given up", "took up", "taken up",
     "got rid", "split up", "broke up", "retired", "adopted", "joined",
-)  # fmt: skip
+})  # fmt: skip
+"""The words and two-word phrases that report a change of the writer's state."""
 
-CHANGE_CUE = re.compile(
-    r"\b(?:" + "|".join(word.replace(" ", r"\s+") for word in _WORDS) + r")\b", re.IGNORECASE
-)
-"""A word or phrase that reports a change of the writer's state."""
+_SINGLE = frozenset(cue for cue in CHANGE_CUES if " " not in cue)
+_PAIRS: dict[str, frozenset[str]] = {
+    first: frozenset(cue.split()[1] for cue in CHANGE_CUES if cue.split()[0] == first)
+    for first in {cue.split()[0] for cue in CHANGE_CUES if " " in cue}
+}
+_LETTERS = re.compile(r"[^\W\d_]+")
+"""A word is a run of letters (any script), so "snow" or "renewed" hold no "now" or "new"."""
+
+
+@lru_cache(maxsize=1 << 16)
+def _first_cue(text: str) -> str | None:
+    words: list[str] = _LETTERS.findall(text.lower())
+    for index, word in enumerate(words):
+        if word in _SINGLE:
+            return word
+        follows = _PAIRS.get(word)
+        if follows is not None and index + 1 < len(words) and words[index + 1] in follows:
+            return f"{word} {words[index + 1]}"
+    return None
 
 
 def change_word(text: str | None) -> str | None:
-    """The first change cue in ``text``, lower-cased and with single spaces, or None."""
+    """The first change cue in ``text`` (lower-cased, one space between words), or None.
+
+    Results are cached by text: recall asks it of the same memories query after query.
+    """
     if not text:
         return None
-    found = CHANGE_CUE.search(text)
-    return None if found is None else " ".join(found.group(0).lower().split())
+    found: str | None = _first_cue(text)
+    return found
