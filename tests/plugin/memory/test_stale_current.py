@@ -1,0 +1,42 @@
+"""The stale-versus-current corpora keep their measured ranking: every set's MRR of the current
+fact (its rank in the top 10, through ``recall_many`` as ``recall --queries`` runs it) stays
+within 0.02 of what the final rules scored (``fixtures/stale_current/README.md``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import Embedder
+
+CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
+NOW = "2026-06-01T12:00:00Z"
+MEASURED = {"a": 0.777, "b": 0.763, "c": 0.937, "d": 0.807, "e": 0.816, "f": 0.717}
+"""Each set's MRR under the rules this test guards (a drop beyond 0.02 fails it)."""
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_a_corpus_keeps_its_current_facts_first(
+    name: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    memories = _lines(CORPORA / name / "memories.jsonl")
+    probes = _lines(CORPORA / name / "probes.jsonl")
+    assert (len(memories), len(probes)) == (180, 60)
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(memories)
+        results = memory.recall_many(
+            [{"query": p["query"], "user_id": p["user_id"]} for p in probes], now=NOW, top_k=10
+        )
+    reciprocal = []
+    for probe, result in zip(probes, results, strict=True):
+        ids = [hit.id for hit in result.results]
+        reciprocal.append(1.0 / (ids.index(probe["current"]) + 1) if probe["current"] in ids else 0)
+    assert sum(reciprocal) / len(reciprocal) >= MEASURED[name] - 0.02
