@@ -30,7 +30,7 @@ from plugin.memory.index.journal import (
     settle,
     write_intent,
 )
-from plugin.memory.index.sync import Counts, reconcile
+from plugin.memory.index.sync import Counts, reconcile, stored_rows
 from plugin.memory.records import MemoryRecord
 
 if TYPE_CHECKING:
@@ -125,20 +125,10 @@ class WriteSession:
     def _read_back(self, ids: Sequence[str]) -> dict[str, tuple[Mapping[str, Any], Any]]:
         """Chroma's metadata and embedding of the rows just written (empty if they cannot be
         read now)."""
-        collections = self._index.collections
-        found: dict[str, tuple[Mapping[str, Any], Any]] = {}
         try:
-            with collections.backend("read back the memories written"):
-                for start in range(0, len(ids), collections.max_batch):
-                    got = self._collection.get(
-                        ids=list(ids[start : start + collections.max_batch]),
-                        include=["metadatas", "embeddings"],
-                    )
-                    for ident, meta, vector in zip(
-                        got["ids"], got["metadatas"], got["embeddings"], strict=True
-                    ):
-                        if meta is not None:
-                            found[ident] = (meta, vector)
+            rows = stored_rows(
+                self._index.collections, self._collection, ids, "read back the memories written"
+            )
         except Exception:
             logger.warning(
                 "could not read back %d memories of user %s just written; recall reads them "
@@ -148,7 +138,9 @@ class WriteSession:
                 exc_info=True,
             )
             return {}
-        return found
+        return {
+            ident: (meta, vector) for ident, (_, meta, vector) in rows.items() if meta is not None
+        }
 
     def announce_forget(self, ids: Sequence[str]) -> None:
         """Announce that ``ids`` are about to be deleted from Chroma."""

@@ -38,7 +38,7 @@ from plugin.memory.index.journal import Entry, matches, settle
 from plugin.memory.index.journal import entries as journal_entries
 from plugin.memory.timestamps import normalize_timestamp
 
-__all__ = ["PAGE", "Counts", "SyncReport", "backfill", "index_held", "reconcile"]
+__all__ = ["PAGE", "Counts", "SyncReport", "backfill", "index_held", "reconcile", "stored_rows"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,14 +75,18 @@ StoredRow = tuple[object, Mapping[str, Any] | None, object]
 """A row as Chroma returned it: its document, metadata and embedding."""
 
 
-def _stored_rows(
-    collections: UserCollections, collection: Any, ids: Sequence[str]
+def stored_rows(
+    collections: UserCollections,
+    collection: Any,
+    ids: Sequence[str],
+    doing: str = "read memories to reconcile the index",
 ) -> dict[str, StoredRow]:
-    """Chroma's ``(document, metadata, embedding)`` of those ``ids`` it holds."""
+    """Chroma's ``(document, metadata, embedding)`` of those ``ids`` it holds (``doing`` names
+    the read in a backend error)."""
     found: dict[str, StoredRow] = {}
     if collection is None or not ids:
         return found
-    with collections.backend("read memories to reconcile the index"):
+    with collections.backend(doing):
         for start in range(0, len(ids), collections.max_batch):
             got = collection.get(
                 ids=list(ids[start : start + collections.max_batch]),
@@ -123,7 +127,7 @@ def reconcile(
         return SyncReport()
     ids = [entry.memory_id for entry in entries]
     if stored is None:
-        stored = _stored_rows(collections, collection, ids)
+        stored = stored_rows(collections, collection, ids)
     docs: list[IndexedDoc] = []
     gone: list[str] = []
     for entry in entries:
@@ -174,7 +178,7 @@ def index_held(
     (an upsert or forget a timed-out call may still make) keeps waiting for its due time.
     """
     wanted = list(dict.fromkeys(ids))
-    stored = _stored_rows(collections, collection, wanted)
+    stored = stored_rows(collections, collection, wanted)
     if not stored:
         return SyncReport()
     pending = {
