@@ -272,30 +272,20 @@ def _absent_vectors(
     if not absent:
         return [], []
     keys = [doc_key for doc_key, _ in absent]
-    ids = [ident for _, ident in absent]
     blobs: dict[int, bytes | None] = {}
     for part in in_chunks(keys):
         blobs.update(
-            (int(doc_key), None if blob is None else bytes(blob))
-            for doc_key, blob in tx.rows(
-                "SELECT doc_key, embedding FROM index_docs "
-                f"WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
+            # a pending journal entry (a write or forget in flight): read it from Chroma
+            (int(doc_key), None if blob is None or moving is not None else bytes(blob))
+            for doc_key, blob, moving in tx.rows(
+                "SELECT d.doc_key, d.embedding, j.memory_id FROM index_docs d "
+                "LEFT JOIN index_journal j ON j.user_key = d.user_key "
+                "AND j.memory_id = d.memory_id "
+                f"WHERE d.user_key = ? AND d.doc_key IN ({placeholders(len(part))})",
                 (key, *part),
             )
         )
-    moving: set[str] = set()
-    for names in in_chunks(ids):
-        moving.update(
-            ident
-            for (ident,) in tx.rows(
-                "SELECT memory_id FROM index_journal "
-                f"WHERE user_key = ? AND memory_id IN ({placeholders(len(names))})",
-                (key, *names),
-            )
-        )
-    return ids, [
-        None if ident in moving else blobs.get(doc_key) for doc_key, ident in absent
-    ]
+    return [ident for _, ident in absent], [blobs.get(doc_key) for doc_key, _ in absent]
 
 
 def search(
