@@ -60,6 +60,20 @@ def assert_cosines_come_from_the_index(memory: ChromaMemory, stages: Stages) -> 
     assert from_index == from_chroma
 
 
+def assert_read_from_chroma_after(
+    tmp_path: Path, embedder: Embedder, statement: str, params: tuple[Any, ...]
+) -> None:
+    """After ``statement`` changes the index, recall over 60 notes reads Chroma again and ranks
+    exactly as before."""
+    stages = Stages()
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder, observer=stages) as memory:
+        memory.add(notes(60))
+        expected, _ = gets(stages, memory)
+        rewrite(memory, statement, params)
+        hits, calls = gets(stages, memory)
+        assert calls > 0 and hits == expected
+
+
 def test_lexical_only_members_take_their_cosine_from_the_index(
     tmp_path: Path, embedder: Embedder
 ) -> None:
@@ -87,32 +101,26 @@ def test_over_a_chroma_server_the_index_holds_the_values_the_http_client_returns
 def test_an_embedding_of_another_dimension_is_read_from_chroma(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    stages = Stages()
-    with ChromaMemory(tmp_path / "chroma", embedder=embedder, observer=stages) as memory:
-        memory.add(notes(60))
-        expected, _ = gets(stages, memory)
-        rewrite(memory, "UPDATE index_docs SET embedding = ?", (np.ones(3, "<f4").tobytes(),))
-        hits, calls = gets(stages, memory)
-        assert calls > 0 and hits == expected
+    assert_read_from_chroma_after(
+        tmp_path,
+        embedder,
+        "UPDATE index_docs SET embedding = ?",
+        (np.ones(3, "<f4").tobytes(),),
+    )
 
 
 def test_a_member_with_a_pending_journal_entry_is_read_from_chroma(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    stages = Stages()
-    with ChromaMemory(tmp_path / "chroma", embedder=embedder, observer=stages) as memory:
-        memory.add(notes(60))
-        expected, _ = gets(stages, memory)
-        # A forget in flight (due later, so no reader settles it): Chroma decides whether the
-        # member is still there, as before the index held embeddings.
-        rewrite(
-            memory,
-            "INSERT INTO index_journal (user_key, memory_id, op, intent, due) "
-            "SELECT user_key, memory_id, 'forget', '{}', ? FROM index_docs",
-            (time.time() + 3600,),
-        )
-        hits, calls = gets(stages, memory)
-        assert calls > 0 and hits == expected
+    # A forget in flight (due later, so no reader settles it): Chroma decides whether the
+    # member is still there, as before the index held embeddings.
+    assert_read_from_chroma_after(
+        tmp_path,
+        embedder,
+        "INSERT INTO index_journal (user_key, memory_id, op, intent, due) "
+        "SELECT user_key, memory_id, 'forget', '{}', ? FROM index_docs",
+        (time.time() + 3600,),
+    )
 
 
 def test_every_write_stores_chromas_embedding(tmp_path: Path, embedder: Embedder) -> None:
