@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,8 @@ __all__ = [
     "QueryPool",
     "Rehearsal",
     "dense_pools",
+    "index_vector",
+    "index_vectors",
     "with_lexical",
 ]
 
@@ -127,6 +129,11 @@ class IndexedFields(Protocol):
         """Whether each is an episode."""
         ...
 
+    @property
+    def embeddings(self) -> Sequence[bytes | None] | None:
+        """Their embeddings as the index keeps them (None each where not held), when asked."""
+        ...
+
 
 class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
@@ -138,9 +145,11 @@ class MemoryIndexReads(Protocol):
         the index's embeddings of the hits it lacks)."""
         ...
 
-    def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
+    def rehearsal(
+        self, user_id: str, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
+    ) -> Rehearsal:
         """The recall counts and last recall times of ``ids``, aligned with them (with
-        ``fields``, their ranked fields too)."""
+        ``fields``, their ranked fields too, and with ``embeddings`` their embeddings)."""
         ...
 
     def newest_epoch(self, user_id: str) -> float | None:
@@ -233,11 +242,10 @@ def _missing_vectors(
     if absent is None or set(absent) != set(missing):  # the index was not asked: Chroma's
         got = read_missing(missing)
         return list(got["ids"]), got["embeddings"]
-    kinds = {4 * dimension: "<f4", 8 * dimension: "<f8"}  # an HTTP client's are float64
     held = {
-        ident: np.frombuffer(blob, dtype=kinds[len(blob)])
+        ident: vector
         for ident, blob in zip(absent, hits.vectors, strict=True)
-        if blob is not None and len(blob) in kinds
+        if (vector := index_vector(blob, dimension)) is not None
     }
     unread = [ident for ident in absent if ident not in held]
     chroma: dict[str, Any] = {}
@@ -250,3 +258,34 @@ def _missing_vectors(
         for ident in found
     ]
     return found, rows
+
+
+def index_vectors(
+    blobs: Sequence[bytes | None], dimension: int
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
+    """Embeddings as the index keeps them, one float32 row each (zeros where there is none of
+    ``dimension`` values), and which rows hold one: what the topic product takes."""
+    width = 4 * dimension
+    if blobs and None not in blobs:  # the usual case: every one float32, read in one copy
+        whole = cast(Sequence[bytes], blobs)
+        joined = b"".join(whole)
+        # a total of n widths with none wider means every one is a width
+        if len(joined) == len(whole) * width and max(map(len, whole)) == width:
+            matrix = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), dimension)
+            return matrix.astype(np.float32, copy=False), np.ones(len(blobs), dtype=bool)
+    rows = np.zeros((len(blobs), dimension), dtype=np.float32)
+    held = np.zeros(len(blobs), dtype=bool)
+    for at, blob in enumerate(blobs):
+        vector = index_vector(blob, dimension)
+        if vector is not None:
+            rows[at], held[at] = vector, True
+    return rows, held
+
+
+def index_vector(blob: bytes | None, dimension: int) -> FloatArray | None:
+    """An embedding as the index keeps it (float32 bytes, or float64 from an HTTP client), or
+    None when there is none of ``dimension`` values."""
+    kind = {4 * dimension: "<f4", 8 * dimension: "<f8"}.get(len(blob)) if blob else None
+    if blob is None or kind is None:
+        return None
+    return np.frombuffer(blob, dtype=kind).astype(np.float64)

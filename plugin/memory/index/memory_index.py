@@ -255,16 +255,18 @@ class MemoryIndex:
             user_id, lambda tx, key: search(tx, key, query, limit, self._postings, known)
         )
 
-    def rehearsal(self, user_id: str, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
+    def rehearsal(
+        self, user_id: str, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
+    ) -> Rehearsal:
         """The authoritative recall counts and last-recalled epochs of ``ids``, aligned; with
-        ``fields``, what ranking reads of their Chroma rows too (``Rehearsal.ranked``)."""
+        ``fields``, what ranking reads of their Chroma rows too (``Rehearsal.ranked``), and
+        with ``embeddings`` their embeddings as well."""
         user_id = check_user(user_id)
         wanted = list(ids)
+        options = {"fields": fields, "embeddings": embeddings}
         if not wanted:
-            return self.backend.read(lambda tx: read_rehearsal(tx, 0, [], fields=fields))
-        return self._read(
-            user_id, lambda tx, key: read_rehearsal(tx, key, wanted, fields=fields)
-        )
+            return self.backend.read(lambda tx: read_rehearsal(tx, 0, [], **options))
+        return self._read(user_id, lambda tx, key: read_rehearsal(tx, key, wanted, **options))
 
     def newest_epoch(self, user_id: str) -> float | None:
         """The timestamp epoch of ``user_id``'s newest memory, or None if they have none."""

@@ -38,6 +38,9 @@ class IndexedFields:
     """0 where not known, as are ``emotional_valence`` and ``episodes``."""
     emotional_valence: npt.NDArray[np.float64]
     episodes: npt.NDArray[np.bool_]
+    embeddings: list[bytes | None] | None = None
+    """Each memory's embedding as the index keeps it (``documents.embedding_bytes``; None: not
+    held), when asked for; independent of ``known``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +77,17 @@ class RecallOutcome:
     """Ids the index does not hold."""
 
 
-def read_rehearsal(tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False) -> Rehearsal:
-    """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too."""
+def read_rehearsal(
+    tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
+) -> Rehearsal:
+    """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too, and
+    with ``embeddings`` as well, the embeddings the index keeps of them."""
     found: dict[str, tuple[Any, ...]] = {}
     columns = "memory_id, recall_count, last_recalled_epoch, last_recalled_at, epoch"
     if fields:
         columns += ", doc_text, stamp, significance, valence, episode"
+        if embeddings:
+            columns += ", embedding"
     for part in in_chunks(list(dict.fromkeys(ids))):
         for row in tx.rows(
             f"SELECT {columns} "
@@ -100,14 +108,15 @@ def read_rehearsal(tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False
     epochs = np.array(
         [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
     )
-    ranked = _fields(held) if fields else None
+    ranked = _fields(held, embeddings) if fields else None
     return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
 
 
-def _fields(held: list[tuple[Any, ...] | None]) -> IndexedFields:
-    """The ranked fields of ``read_rehearsal``'s rows (``None``: a row the index lacks)."""
+def _fields(held: list[tuple[Any, ...] | None], embeddings: bool) -> IndexedFields:
+    """The ranked fields of ``read_rehearsal``'s rows (``None``: a row the index lacks), and
+    their embeddings (the eleventh column) when read."""
     known = [
-        row is not None and row[4] is not None and None not in row[5:] for row in held
+        row is not None and row[4] is not None and None not in row[5:10] for row in held
     ]
     full: list[tuple[Any, ...]] = [
         row if ok and row is not None else _UNKNOWN for row, ok in zip(held, known, strict=True)
@@ -119,6 +128,11 @@ def _fields(held: list[tuple[Any, ...] | None]) -> IndexedFields:
         significance=np.array([row[7] for row in full], dtype=np.float64),
         emotional_valence=np.array([row[8] for row in full], dtype=np.float64),
         episodes=np.array([row[9] == 1 for row in full], dtype=bool),
+        embeddings=[
+            None if row is None or row[10] is None else bytes(row[10]) for row in held
+        ]
+        if embeddings
+        else None,
     )
 
 

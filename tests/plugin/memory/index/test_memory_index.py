@@ -128,6 +128,19 @@ class IndexContract:
         assert memory.index.newest_epoch("ann") == (NOW - timedelta(days=30)).timestamp()
         assert memory.index.newest_epoch("bob") is None
 
+    def test_rehearsal_reads_the_embeddings_the_index_keeps_when_asked(
+        self, memory: ChromaMemory
+    ) -> None:
+        memory.add([record("m1", "tea in the garden"), record("m2", "a walk by the river")])
+        held = memory.index.audit("ann").embeddings
+        read = memory.index.rehearsal("ann", ["m2", "gone", "m1"], fields=True, embeddings=True)
+        assert read.ranked is not None and read.ranked.embeddings is not None
+        assert read.ranked.embeddings == [held["m2"], None, held["m1"]]
+        assert all(isinstance(blob, bytes) for blob in (held["m1"], held["m2"]))
+        plain = memory.index.rehearsal("ann", ["m1"], fields=True)
+        assert plain.ranked is not None and plain.ranked.embeddings is None
+        assert plain.ranked.texts == read.ranked.texts[2:]
+
     def test_a_turn_counts_once_per_memory_however_often_it_is_applied(
         self, memory: ChromaMemory
     ) -> None:
