@@ -1,0 +1,155 @@
+"""Which part of a person's life a text is about, as a soft topic, for current-state questions.
+
+A question about the present and the update that answers it often share no words and little
+cosine ("What do I do for a living?" and "They took me on as a trainee chef in the hotel
+kitchen.": 0.20), while unrelated recent chatter scores as high ("I'm doing an online course
+in the evenings.": 0.29). Both the question and the update are, though, about
+the same part of a life (work), and the small embedding model tells that apart better than
+it matches a question to its answer. So the current-state rule adds to a memory's cosine
+``plugin.memory.time_rule.TOPIC_WEIGHT`` times its *topic agreement* with the query.
+
+``LIFE_TOPICS`` is a generic, hand-written list of life domains (home, work, partner, food,
+health, transport, ...), each described by a few short phrases, written from general
+knowledge rather than from any data set's questions. A text's topic is the softmax of its
+cosine with each domain's prototype (the unit mean of its phrases' embeddings) at
+``TOPIC_TEMPERATURE``; the agreement of two texts is the dot product of their topics: near 1
+when both are surely about one domain, near 0 when they are about different ones. The
+prototypes are embedded once by the store's own embedder, so any model works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from plugin.models.embeddings import Embedder, check_embeddings
+
+__all__ = ["LIFE_TOPICS", "TOPIC_TEMPERATURE", "TopicSpace", "topic_phrases"]
+
+FloatArray = npt.NDArray[np.float64]
+
+LIFE_TOPICS: Mapping[str, tuple[str, ...]] = {
+    "home": (
+        "where I live", "my home, my flat, my apartment, my house", "I moved to a new city",
+        "I rent a room", "my address and my neighbourhood", "I bought a house", "I relocated",
+    ),
+    "work": (
+        "my job and what I do for a living", "I work as",
+        "my employer, my boss, my colleagues", "I got hired, I quit my job, I was promoted",
+        "my career and profession", "my shift at work", "I run my own business",
+    ),
+    "study": (
+        "my studies at school or university", "I am a student", "my degree and my classes",
+        "I enrolled in a course", "my exams and my teacher",
+    ),
+    "partner": (
+        "my partner, boyfriend, girlfriend, husband or wife", "I am dating someone",
+        "we broke up", "I got married, I got engaged", "I am single", "my relationship",
+    ),
+    "family": (
+        "my children and kids", "my parents, mother and father",
+        "my siblings, brother and sister", "I am pregnant, we are having a baby", "my family",
+    ),
+    "pet": ("my pet", "my dog", "my cat", "we adopted an animal", "my pet died"),
+    "food": (
+        "what I eat", "my diet", "I am vegetarian or vegan", "my favourite food",
+        "I cook meals", "breakfast, lunch and dinner",
+    ),
+    "drink": (
+        "what I drink", "coffee and tea", "alcohol, beer and wine", "I stopped drinking",
+        "my morning drink",
+    ),
+    "health": (
+        "my health", "my doctor told me", "my illness, injury or condition", "my medication",
+        "I am allergic", "my treatment and therapy",
+    ),
+    "habits": ("I smoke cigarettes", "I quit smoking", "my sleep", "my daily routine"),
+    "exercise": (
+        "my sport", "I go to the gym", "I run, swim, cycle, play football",
+        "my exercise routine", "my training",
+    ),
+    "hobby": (
+        "my hobby", "what I do in my free time", "my weekends", "I play an instrument",
+        "I paint, knit, garden, read", "my club",
+    ),
+    "transport": (
+        "how I get to work", "my car", "I drive, cycle, take the bus or train", "my commute",
+        "my bike or scooter",
+    ),
+    "language": (
+        "the language I am learning", "I speak a language", "my language lessons",
+    ),
+    "money": ("my savings and money", "my rent and bills", "my salary", "my debts"),
+    "tech": ("my phone", "my computer or laptop", "the apps and devices I use"),
+    "beliefs": ("my religion and beliefs", "my political views", "my values"),
+    "plans": ("my plans for the future", "my goals", "I want to travel", "my next trip"),
+}  # fmt: skip
+"""Life domains and the phrases that describe each (generic English, no names or data)."""
+
+TOPIC_TEMPERATURE = 0.05
+"""Softmax temperature over a text's cosines with the prototypes: cosines 0.05 apart weigh
+e times apart, so a text leans on its one or two nearest domains."""
+
+
+def topic_phrases() -> list[str]:
+    """Every phrase of ``LIFE_TOPICS``, domain by domain (what ``TopicSpace.of`` embeds)."""
+    return [phrase for phrases in LIFE_TOPICS.values() for phrase in phrases]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpace:
+    """The life domains' prototypes as one embedder places them (unit rows, one per domain)."""
+
+    names: tuple[str, ...]
+    prototypes: npt.NDArray[np.float32]
+    """Unit rows, one per domain, in float32: the products with them are taken in float32, so
+    that a vector gets the same topic whether it was read as float32 or widened to float64."""
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> TopicSpace:
+        """Embed ``LIFE_TOPICS``'s phrases with ``embedder`` and average each domain's."""
+        phrases = topic_phrases()
+        vectors = _unit(check_embeddings(embedder.embed_documents(phrases), len(phrases)))
+        rows, start = [], 0
+        for phrases_of in LIFE_TOPICS.values():
+            rows.append(vectors[start : start + len(phrases_of)].mean(axis=0))
+            start += len(phrases_of)
+        prototypes = _unit(np.asarray(rows, dtype=np.float64)).astype(np.float32)
+        return cls(tuple(LIFE_TOPICS), prototypes)
+
+    @property
+    def dimension(self) -> int:
+        """The embedder's dimension: vectors of another length have no topic here."""
+        return int(self.prototypes.shape[1])
+
+    def topics(self, vectors: npt.ArrayLike) -> FloatArray:
+        """Each vector's distribution over the domains (rows sum to 1)."""
+        array = np.asarray(vectors, dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", array, array)).astype(np.float64)
+        # the cosines, scaled after the product (a pool's vectors are many, the domains few)
+        products = (array @ self.prototypes.T).astype(np.float64)
+        logits = products / (np.where(norms > 0, norms, 1.0)[:, None] * TOPIC_TEMPERATURE)
+        weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+        shares: FloatArray = weights / weights.sum(axis=1, keepdims=True)
+        return shares
+
+    def agreement(self, query: npt.ArrayLike, members: npt.ArrayLike) -> tuple[FloatArray, str]:
+        """How surely each of ``members`` is about the same domain as ``query``, in [0, 1],
+        and the domain ``query`` most likely is about (for the hit's explanation)."""
+        query_topic = self.topics(np.asarray(query)[None, :])[0]
+        main = self.names[int(np.argmax(query_topic))]
+        rows = np.asarray(members)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float64), main
+        agreed: FloatArray = np.clip(self.topics(rows) @ query_topic, 0.0, 1.0)
+        return agreed, main
+
+
+def _unit(vectors: FloatArray | Sequence[Sequence[float]]) -> FloatArray:
+    array = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    unit: FloatArray = array / np.where(norms > 0, norms, 1.0)
+    return unit
