@@ -23,6 +23,7 @@ import numpy as np
 
 from plugin.bench.common import BENCH_NOW, TableEmbedder, summary_ms
 from plugin.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
+from plugin.memory.life_topics import topic_phrases
 from plugin.memory.ranking import rank_rows
 from plugin.memory.settings import DENSE_RECALL
 from plugin.memory.store import ChromaMemory
@@ -63,9 +64,11 @@ def measure_hybrid(
         n, queries=queries, users=1, seed=seed, model=model, root=root, progress=progress
     )
     asked = check_embeddings(model.embed_documents(corpus.query_texts), len(corpus.query_texts))
+    phrases = topic_phrases()  # what a current-state query's topic term embeds once
+    described = check_embeddings(model.embed_documents(phrases), len(phrases))
     table = TableEmbedder(
-        [*corpus.texts, *corpus.query_texts],
-        np.concatenate([corpus.vectors, asked]),
+        [*corpus.texts, *corpus.query_texts, *phrases],
+        np.concatenate([corpus.vectors, asked, described]),
         name=corpus.embedder_name,
     )
     stages = _Stages()

@@ -7,9 +7,11 @@ For each query (``RecallSettings`` holds every constant):
    current-state question, their cosine from the embeddings the index holds (Chroma's ``get``
    only for those it lacks; ``plugin.memory.pool``);
 2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
-   (``plugin.memory.fusion``), or for a current-state question the cosine itself, times
-   ``1 + CHANGE_GAIN`` for a memory whose text reports a change (``plugin.memory.change_cues``;
-   a member the index holds no text of is bounded as if it did until its row is read); the
+   (``plugin.memory.fusion``), or for a current-state question the cosine plus ``TOPIC_WEIGHT``
+   times the member's topic agreement with the query (``plugin.memory.life_topics``, from the
+   embeddings the index holds; Chroma's ``get`` for those it lacks), times ``1 + CHANGE_GAIN``
+   for a memory whose text reports a change (``plugin.memory.change_cues``; a member the index
+   holds no text of is bounded as if it did until its row is read); the
    kernel is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
 3. **age**: the query's time rule (``plugin.memory.time_rule``) gives each memory the age
    recency is scored at;
@@ -28,7 +30,7 @@ turn and a recall rank the same memories identically.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from time import perf_counter
@@ -44,7 +46,15 @@ from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
 from plugin.memory.change_cues import change_word
 from plugin.memory.collections import UserCollections
 from plugin.memory.fusion import fuse
-from plugin.memory.pool import MemoryIndexReads, QueryPool, Rehearsal, dense_pools, with_lexical
+from plugin.memory.life_topics import TopicSpace
+from plugin.memory.pool import (
+    MemoryIndexReads,
+    QueryPool,
+    Rehearsal,
+    dense_pools,
+    index_vectors,
+    with_lexical,
+)
 from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
 from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
 from plugin.memory.results import RecallHit
@@ -142,6 +152,10 @@ class _Relevance:
     bm25: FloatArray | None = None
     lexical: FloatArray | None = None
     fused: FloatArray | None = None
+    topic: FloatArray | None = None
+    """A current-state question's topic agreement of each member with the query."""
+    query_topic: str | None = None
+    """The life domain the query most likely is about (with ``topic``)."""
 
 
 class HybridRecall:
@@ -153,11 +167,14 @@ class HybridRecall:
         index: MemoryIndexReads,
         *,
         observer: StageObserver | None = None,
+        topics: Callable[[], TopicSpace] | None = None,
     ) -> None:
-        """Read from ``collections`` and ``index``; ``observer`` sees each stage's seconds."""
+        """Read from ``collections`` and ``index``; ``observer`` sees each stage's seconds;
+        ``topics`` gives the life domains current-state questions use (None: no topic term)."""
         self._collections = collections
         self._index = index
         self._observer = observer
+        self._topics = topics
 
     def _timed(self, stage: str, start: float) -> None:
         if self._observer is not None:
@@ -208,7 +225,7 @@ class HybridRecall:
                 pool = self._with_lexical(collection, user_id, query, vector, pool, settings)
             ranked.append(
                 self._rank_pool(
-                    collection, user_id, pool, rule, newest[0] if newest else None, scoring
+                    collection, user_id, pool, vector, rule, newest[0] if newest else None, scoring
                 )
             )
         return ranked
@@ -242,6 +259,7 @@ class HybridRecall:
         collection: Any,
         user_id: str,
         pool: QueryPool,
+        vector: FloatArray,
         rule: QueryTime | None,
         newest_epoch: float | None,
         scoring: _Scoring,
@@ -251,27 +269,32 @@ class HybridRecall:
         if scoring.whole_pool:
             scoring = replace(scoring, top_k=len(pool))
         relevance = _relevance(pool, rule, scoring.settings)
+        gains = rule is not None and rule.kind == "state"
+        topical = gains and self._topics is not None
         # The index knows every member's age and recall count before Chroma is read: each
         # member's best possible score decides the order rows are fetched in.
         start = perf_counter()
-        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True)
+        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=topical)
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
         indexed = rehearsal.ranked
         known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
-        gains = rule is not None and rule.kind == "state"
         upper = relevance
-        if gains:  # a memory that reports a change gains relevance (``CHANGE_GAIN``)
+        if gains:  # the topic term (``TOPIC_WEIGHT``) and the change gain (``CHANGE_GAIN``)
+            if topical:
+                relevance = self._with_topics(collection, pool, vector, rehearsal, relevance)
             texts = indexed.texts if indexed is not None else [None] * len(pool)
             reports = np.array(
                 [bool(k) and change_word(t) is not None for k, t in zip(known, texts, strict=True)],
                 dtype=bool,
             )
-            cosine = relevance.cosine
-            relevance = _with_similarity(relevance, state_similarity(cosine, reports))
+            cosine, topics = relevance.cosine, relevance.topic
+            relevance = _with_similarity(relevance, state_similarity(cosine, reports, topics))
             # one whose text the index lacks may report a change: its ceiling assumes it does
-            upper = _with_similarity(relevance, state_similarity(cosine, reports | ~known))
+            upper = _with_similarity(
+                relevance, state_similarity(cosine, reports | ~known, topics)
+            )
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
         ages = _ages(rule, epochs, scoring.now, newest_epoch)
@@ -321,7 +344,8 @@ class HybridRecall:
             distances = relevance.distances[at]
             if gains:  # the texts read from Chroma decide their gain now
                 said = np.array([change_word(_text(t)) is not None for t in texts], dtype=bool)
-                distances = 2.0 * (1.0 - state_similarity(relevance.cosine[at], said))
+                topics = None if relevance.topic is None else relevance.topic[at]
+                distances = 2.0 * (1.0 - state_similarity(relevance.cosine[at], said, topics))
             rows = rows_from_query(
                 kept,
                 texts,
@@ -341,6 +365,36 @@ class HybridRecall:
         )
         rows, ranked, explanation = prefix.ranked
         return RankedQuery(rows, ranked, explanation, len(pool))
+
+    def _with_topics(
+        self,
+        collection: Any,
+        pool: QueryPool,
+        vector: FloatArray,
+        rehearsal: Rehearsal,
+        relevance: _Relevance,
+    ) -> _Relevance:
+        """``relevance`` with each member's topic agreement with the query, from the embedding
+        the index holds of it, or Chroma's where it holds none (0 for one Chroma lacks too)."""
+        assert self._topics is not None
+        space = self._topics()
+        dimension = space.dimension
+        held = rehearsal.ranked.embeddings if rehearsal.ranked is not None else None
+        members, present = index_vectors(held or [None] * len(pool), dimension)
+        unread = [ident for ident, got in zip(pool.ids, present.tolist(), strict=True) if not got]
+        if unread:
+            with self._collections.backend("read memories"):
+                start = perf_counter()
+                got = collection.get(ids=unread, include=["embeddings"])
+                self._timed("chroma_get", start)
+            chroma = dict(zip(got["ids"], got["embeddings"], strict=True))
+            for at in np.flatnonzero(~present).tolist():
+                found = _chroma_vector(chroma.get(pool.ids[at]), dimension)
+                if found is not None:
+                    members[at], present[at] = found, True
+        # one product over the whole pool whichever store each vector came from (same bits)
+        agreed, topic = space.agreement(vector, members)
+        return replace(relevance, topic=np.where(present, agreed, 0.0), query_topic=topic)
 
     def _read(
         self, collection: Any, user_id: str, ids: list[str], into: dict[str, tuple[Any, Any]]
@@ -373,7 +427,10 @@ class HybridRecall:
             reasons = [CALENDAR_RULE] * len(rows)
         elif rule.kind == "state":
             changes = [change_word(text) for text in rows.texts]
-            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes)
+            topics = None
+            if relevance.topic is not None and relevance.query_topic is not None:
+                topics = (relevance.topic[at], relevance.query_topic)
+            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes, topics)
         else:
             reasons = rule_reasons(rule, ages, relevance.cosine[at])
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
@@ -400,6 +457,7 @@ class HybridRecall:
             bm25=part(relevance.bm25),
             lexical=part(relevance.lexical),
             fused=part(relevance.fused),
+            topic=part(relevance.topic),
         )
         chosen = len(ranked.order)
         kth = float(ranked.scores.score[ranked.order[-1]]) if chosen >= scoring.top_k else -np.inf
@@ -414,6 +472,14 @@ def _ages(
         calendar: FloatArray = np.maximum(0.0, (now.timestamp() - epochs) / SECONDS_PER_DAY)
         return calendar
     return rule_ages(rule, epochs, now, newest_epoch)
+
+
+def _chroma_vector(value: object, dimension: int) -> FloatArray | None:
+    """A Chroma ``get``'s embedding as floats, or None when absent or of another length."""
+    if value is None:
+        return None
+    array = np.asarray(value, dtype=np.float64)
+    return array if array.shape == (dimension,) else None
 
 
 def _text(value: object) -> str | None:

@@ -44,6 +44,7 @@ class Explanation:
     bm25: FloatArray | None = None
     lexical: FloatArray | None = None
     fused: FloatArray | None = None
+    topic: FloatArray | None = None
 
 
 def _part(values: FloatArray | None, index: int) -> float | None:
@@ -82,6 +83,7 @@ def explained_hits(
                 bm25=_part(explanation.bm25, i),
                 lexical=_part(explanation.lexical, i),
                 fused=_part(explanation.fused, i),
+                topic=_part(explanation.topic, i),
             ),
             age_days=float(explanation.ages[i]),
             calendar_age_days=float(explanation.calendar_ages[i]),

@@ -189,6 +189,9 @@ class Relevance:
     """BM25 scaled over the pool to [0, 1]."""
     fused: float | None = None
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
+    topic: float | None = None
+    """A current-state question's topic agreement of the memory with the query, in [0, 1]
+    (``plugin.memory.life_topics``), added to the cosine at ``TOPIC_WEIGHT``."""
 
     def to_json(self) -> dict[str, Any]:
         """The parts as a JSON object."""
@@ -198,6 +201,7 @@ class Relevance:
             "dense": self.dense,
             "bm25": self.bm25,
             "cosine": self.cosine,
+            "topic": self.topic,
         }
 
 

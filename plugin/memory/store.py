@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,7 @@ from plugin.memory.hybrid import HybridRecall, RankedQuery
 from plugin.memory.index.memory_index import MemoryIndex
 from plugin.memory.index.opening import open_backend, resolve_index
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
+from plugin.memory.life_topics import TopicSpace
 from plugin.memory.location import (
     DEFAULT_TIMEOUT,
     check_index_cache,
@@ -158,6 +160,8 @@ class ChromaMemory:
             self._collections, self._embedder, self._index, progress=progress
         )
         self._hybrid: HybridRecall | None = None
+        self._topic_space: TopicSpace | None = None
+        self._topic_lock = threading.Lock()
 
     # ------------------------------------------------------------------ properties
 
@@ -281,6 +285,13 @@ class ChromaMemory:
         n = check_candidates(candidates)
         return tuple(self.query_rows(self._embed_queries([query]), user_id, n)[0].candidates())
 
+    def _topics(self) -> TopicSpace:
+        """The life domains as this store's embedder places them, embedded on first use."""
+        with self._topic_lock:
+            if self._topic_space is None:
+                self._topic_space = TopicSpace.of(self._embedder)
+            return self._topic_space
+
     def _ranked(
         self,
         user_id: str,
@@ -296,7 +307,9 @@ class ChromaMemory:
     ) -> list[RankedQuery]:
         """The one read path of recall and of the engine's retriever (``plugin.memory.hybrid``)."""
         if self._hybrid is None:
-            self._hybrid = HybridRecall(self._collections, self.index, observer=self._observer)
+            self._hybrid = HybridRecall(
+                self._collections, self.index, observer=self._observer, topics=self._topics
+            )
         return self._hybrid.rank(
             user_id,
             queries,

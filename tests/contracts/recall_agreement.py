@@ -17,8 +17,9 @@ EMBEDDED = ("score", "distance", "similarity")
 """The factors that carry the query embedding's last bits; every other one is exact, but for
 the relevance parts made from the cosine and the cosine a time rule's line prints."""
 
-RELEVANCE_EMBEDDED = ("fused", "dense", "cosine")
-"""The relevance parts made from the cosine (BM25 and its scaled part are exact)."""
+RELEVANCE_EMBEDDED = ("fused", "dense", "cosine", "topic")
+"""The relevance parts made from the query's embedding: the cosine, what is scaled from it, and
+the topic agreement (BM25 and its scaled part are exact)."""
 
 _DECIMAL = re.compile(r"\d+\.\d+")
 

@@ -9,6 +9,7 @@ from plugin.memory.time_rule import (
     ANCHOR_MEMBERS,
     CHANGE_GAIN,
     STATE_AGE_SCALE,
+    TOPIC_WEIGHT,
     classify_query,
     rule_ages,
     rule_anchor,
@@ -107,6 +108,28 @@ def test_a_state_query_gives_a_memory_that_reports_a_change_a_gain_at_most_one()
         "current-state query (about the user ('i'), present tense): similarity = cosine 0.50 "
         "x 1.2 (reports a change: 'switched'), word overlap ignored; 40 days older than the "
         "newest of the query's 3 closest memories, aged at 0.5"
+    )
+
+
+def test_a_state_query_adds_the_topic_agreement_before_the_gain_and_caps_at_one() -> None:
+    cosines = np.array([0.2, 0.2, 0.5, -0.3, 0.9])
+    changes = np.array([False, True, True, False, True])
+    topics = np.array([0.0, 1.0, 0.5, 1.0, 0.8])
+    similarity = state_similarity(cosines, changes, topics)
+    assert pytest.approx(0.3) == TOPIC_WEIGHT
+    # (clip(cos, 0, 1) + 0.3 t) x 1.2 where a change is reported, at most 1
+    assert similarity.tolist() == pytest.approx([0.2, 0.6, 0.78, 0.3, 1.0])
+    assert state_similarity(cosines, changes, np.zeros(5)).tolist() == pytest.approx(
+        state_similarity(cosines, changes).tolist()
+    )
+    rule = classify_query("What do I do for a living?", NOW)
+    ages = np.array([0.0, 10.0])
+    reasons = rule_reasons(rule, ages, cosines[:2], [None, "opened"], (topics[:2], "work"))
+    assert reasons[1] == (
+        "current-state query (about the user ('i'), present tense): similarity = (cosine 0.20 "
+        "+ 0.3 x topic agreement 1.00 on 'work') x 1.2 (reports a change: 'opened'), word "
+        "overlap ignored; 20 days older than the newest of the query's 3 closest memories, "
+        "aged at 0.5"
     )
 
 
