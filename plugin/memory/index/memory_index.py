@@ -260,7 +260,8 @@ class MemoryIndex:
     ) -> Rehearsal:
         """The authoritative recall counts and last-recalled epochs of ``ids``, aligned; with
         ``fields``, what ranking reads of their Chroma rows too (``Rehearsal.ranked``), and
-        with ``embeddings`` their embeddings as well."""
+        with ``embeddings`` (and ``fields``) their embeddings as well, None while one's write
+        is in flight."""
         user_id = check_user(user_id)
         wanted = list(ids)
         options = {"fields": fields, "embeddings": embeddings}

@@ -81,17 +81,24 @@ def read_rehearsal(
     tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
 ) -> Rehearsal:
     """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too, and
-    with ``embeddings`` as well, the embeddings the index keeps of them."""
+    with ``embeddings`` as well (only with ``fields``), the embeddings the index keeps of them:
+    None for one with a write or forget in flight (a pending journal entry), whose Chroma row
+    may already be the new one."""
     found: dict[str, tuple[Any, ...]] = {}
-    columns = "memory_id, recall_count, last_recalled_epoch, last_recalled_at, epoch"
+    columns = "d.memory_id, d.recall_count, d.last_recalled_epoch, d.last_recalled_at, d.epoch"
+    source = "index_docs d"
     if fields:
-        columns += ", doc_text, stamp, significance, valence, episode"
+        columns += ", d.doc_text, d.stamp, d.significance, d.valence, d.episode"
         if embeddings:
-            columns += ", embedding"
+            columns += ", CASE WHEN j.memory_id IS NULL THEN d.embedding END"
+            source += (
+                " LEFT JOIN index_journal j ON j.user_key = d.user_key"
+                " AND j.memory_id = d.memory_id"
+            )
     for part in in_chunks(list(dict.fromkeys(ids))):
         for row in tx.rows(
-            f"SELECT {columns} "
-            f"FROM index_docs WHERE user_key = ? AND memory_id IN ({placeholders(len(part))})",
+            f"SELECT {columns} FROM {source} "
+            f"WHERE d.user_key = ? AND d.memory_id IN ({placeholders(len(part))})",
             (key, *part),
         ):
             found[row[0]] = row

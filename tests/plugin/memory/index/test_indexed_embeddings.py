@@ -109,6 +109,16 @@ def test_an_embedding_of_another_dimension_is_read_from_chroma(
     )
 
 
+def test_members_held_and_not_held_mix_to_the_same_ranking(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    # every other member's embedding gone: a current-state query's topic term ("how is my
+    # sister") takes those from Chroma and the rest from the index, in one product
+    assert_read_from_chroma_after(
+        tmp_path, embedder, "UPDATE index_docs SET embedding = NULL WHERE doc_key % 2 = 0", ()
+    )
+
+
 def test_a_member_with_a_pending_journal_entry_is_read_from_chroma(
     tmp_path: Path, embedder: Embedder
 ) -> None:
