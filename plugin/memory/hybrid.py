@@ -51,6 +51,7 @@ from plugin.memory.pool import (
     MemoryIndexReads,
     QueryPool,
     Rehearsal,
+    chroma_vector,
     dense_pools,
     index_vectors,
     with_lexical,
@@ -389,7 +390,7 @@ class HybridRecall:
                 self._timed("chroma_get", start)
             chroma = dict(zip(got["ids"], got["embeddings"], strict=True))
             for at in np.flatnonzero(~present).tolist():
-                found = _chroma_vector(chroma.get(pool.ids[at]), dimension)
+                found = chroma_vector(chroma.get(pool.ids[at]), dimension)
                 if found is not None:
                     members[at], present[at] = found, True
         # one product over the whole pool whichever store each vector came from (same bits)
@@ -474,14 +475,6 @@ def _ages(
     return rule_ages(rule, epochs, now, newest_epoch)
 
 
-def _chroma_vector(value: object, dimension: int) -> FloatArray | None:
-    """A Chroma ``get``'s embedding as floats, or None when absent or of another length."""
-    if value is None:
-        return None
-    array = np.asarray(value, dtype=np.float64)
-    return array if array.shape == (dimension,) else None
-
-
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -496,7 +489,8 @@ def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings
     cosine = 1.0 - pool.distances
     if rule is None:  # the dense ranking: Chroma's distance as is
         return _Relevance(1.0 - pool.distances / 2.0, pool.distances, pool.distances, cosine)
-    if not rule.uses_lexical:  # a current-state question: the cosine itself
+    if not rule.uses_lexical:  # a current-state question: the cosine (``_rank_pool`` adds the
+        # topic term and the change gain)
         similarity = np.clip(cosine, 0.0, 1.0)
         return _Relevance(similarity, 2.0 * (1.0 - similarity), pool.distances, cosine)
     if pool.bm25 is None:  # no lexical search (no lexical candidates): the dense part alone

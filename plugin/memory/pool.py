@@ -38,6 +38,7 @@ __all__ = [
     "MemoryIndexReads",
     "QueryPool",
     "Rehearsal",
+    "chroma_vector",
     "dense_pools",
     "index_vector",
     "index_vectors",
@@ -265,14 +266,14 @@ def index_vectors(
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
     """Embeddings as the index keeps them, one float32 row each (zeros where there is none of
     ``dimension`` values), and which rows hold one: what the topic product takes."""
-    width = 4 * dimension
-    if blobs and None not in blobs:  # the usual case: every one float32, read in one copy
+    if blobs and None not in blobs:  # the usual case: all of one width, read in one copy
         whole = cast(Sequence[bytes], blobs)
         joined = b"".join(whole)
-        # a total of n widths with none wider means every one is a width
-        if len(joined) == len(whole) * width and max(map(len, whole)) == width:
-            matrix = np.frombuffer(joined, dtype="<f4").reshape(len(blobs), dimension)
-            return matrix.astype(np.float32, copy=False), np.ones(len(blobs), dtype=bool)
+        for width, kind in ((4 * dimension, "<f4"), (8 * dimension, "<f8")):
+            # a total of n widths with none wider means every one is a width
+            if len(joined) == len(whole) * width and max(map(len, whole)) == width:
+                matrix = np.frombuffer(joined, dtype=kind).reshape(len(whole), dimension)
+                return matrix.astype(np.float32, copy=False), np.ones(len(whole), dtype=bool)
     rows = np.zeros((len(blobs), dimension), dtype=np.float32)
     held = np.zeros(len(blobs), dtype=bool)
     for at, blob in enumerate(blobs):
@@ -285,7 +286,18 @@ def index_vectors(
 def index_vector(blob: bytes | None, dimension: int) -> FloatArray | None:
     """An embedding as the index keeps it (float32 bytes, or float64 from an HTTP client), or
     None when there is none of ``dimension`` values."""
-    kind = {4 * dimension: "<f4", 8 * dimension: "<f8"}.get(len(blob)) if blob else None
-    if blob is None or kind is None:
+    if not blob:
         return None
-    return np.frombuffer(blob, dtype=kind).astype(np.float64)
+    if len(blob) == 4 * dimension:
+        return np.frombuffer(blob, dtype="<f4").astype(np.float64)
+    if len(blob) == 8 * dimension:
+        return np.frombuffer(blob, dtype="<f8").astype(np.float64)
+    return None
+
+
+def chroma_vector(value: object, dimension: int) -> FloatArray | None:
+    """An embedding from a Chroma ``get`` as floats, or None when absent or of another length."""
+    if value is None:
+        return None
+    array = np.asarray(value, dtype=np.float64)
+    return array if array.shape == (dimension,) else None

@@ -16,6 +16,13 @@ def test_float32_blobs_decode_to_their_values_in_one_matrix() -> None:
     assert np.array_equal(rows, vectors) and held.tolist() == [True] * 4
 
 
+def test_an_http_clients_float64_blobs_decode_in_one_matrix_too() -> None:
+    values = np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]], dtype="<f8")
+    rows, held = index_vectors([row.tobytes() for row in values], 3)
+    assert held.tolist() == [True, True]
+    assert np.array_equal(rows, values.astype(np.float32))
+
+
 def test_missing_widened_and_wrong_length_blobs_are_read_row_by_row() -> None:
     wide = np.array([0.1, 0.2, 0.3], dtype="<f8")  # an HTTP client's decimal-parsed values
     narrow = np.array([1.0, 2.0, 3.0], dtype="<f4")
