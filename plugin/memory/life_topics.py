@@ -113,7 +113,8 @@ class TopicSpace:
         """Embed ``LIFE_TOPICS``'s phrases with ``embedder`` and average each domain's."""
         phrases = topic_phrases()
         vectors = _unit(check_embeddings(embedder.embed_documents(phrases), len(phrases)))
-        rows, start = [], 0
+        rows: list[FloatArray] = []
+        start = 0
         for phrases_of in LIFE_TOPICS.values():
             rows.append(vectors[start : start + len(phrases_of)].mean(axis=0))
             start += len(phrases_of)

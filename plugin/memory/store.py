@@ -287,6 +287,9 @@ class ChromaMemory:
 
     def _topics(self) -> TopicSpace:
         """The life domains as this store's embedder places them, embedded on first use."""
+        space = self._topic_space
+        if space is not None:
+            return space
         with self._topic_lock:
             if self._topic_space is None:
                 self._topic_space = TopicSpace.of(self._embedder)

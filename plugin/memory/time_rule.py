@@ -10,16 +10,16 @@ Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
   query's closest memories, so the superseded fact outranks its update;
 * **current state of the user**: an explicit state word (now, currently, still, these days,
   lately, no longer, ...), or a first- or second-person question with no past or history cue.
-  Relevance is the cosine (word overlap is ignored: what shares the question's words is
-  mostly the old canonical statement, or someone else's news, while an update paraphrases)
-  plus ``TOPIC_WEIGHT`` times the memory's topic agreement with the query
-  (``plugin.memory.life_topics``: an update is about the same part of life as the question
-  even when it shares no words with it), times ``1 + CHANGE_GAIN`` for a memory whose text
-  reports a change (``plugin.memory.change_cues``: the update says what changed, the fact it
-  replaces does not), and
-  a memory's age is counted back from the newest of the query's closest memories (never after
-  ``now``), not from the clock or the user's latest chatter: a user who comes back after a
-  year gets the same order, and small talk written since the update does not age it;
+  Relevance is ``(cosine + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the memory
+  reports a change)``, at most 1: word overlap is ignored (what shares the question's words is
+  mostly the old canonical statement, or someone else's news, while an update paraphrases);
+  the topic agreement (``plugin.memory.life_topics``) says how surely the memory is about the
+  same part of life as the question, which an update is even when it shares no words with
+  it; and an update says what changed (``plugin.memory.change_cues``), the fact it replaces
+  does not. A memory's age is counted back from the newest of the query's closest memories
+  (never after ``now``), not from the clock or the user's latest chatter: a user who comes
+  back after a year gets the same order, and small talk written since the update does not
+  age it;
 * **anything else** (third-person questions, past or history cues: did, was, when, how many
   times, ever, before, ..., or a simple-past verb without have/has: "Who taught me chess?"):
   time-neutral, age 0, fused relevance.
@@ -80,12 +80,14 @@ whose date then ages a current fact (blind stale-versus-current sets, README "Re
 STATE_AGE_SCALE = 0.5
 """The share of its days a memory is aged at under the state rules (half: a 240-day horizon)."""
 CHANGE_GAIN = 0.2
-"""A current-state query's relevance of a memory that reports a change is its cosine times 1.2
-(at most 1): chosen on five blind stale-versus-current sets and checked on a sixth (README)."""
+"""A current-state query's relevance of a memory that reports a change is 1.2 times what it
+is otherwise, (cosine + ``TOPIC_WEIGHT`` x topic agreement) x 1.2, at most 1: chosen on five
+blind stale-versus-current sets and checked on a sixth (README)."""
 TOPIC_WEIGHT = 0.3
 """A current-state query's relevance of a memory is its cosine plus 0.3 times their topic
-agreement (in [0, 1]): chosen on six stale-versus-current sets, checked on three written after
-under a rule declared before scoring (README)."""
+agreement (in [0, 1]), before the change gain multiplies the sum: chosen on six
+stale-versus-current sets, checked on three written after under a rule declared before
+scoring (README)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +228,8 @@ def rule_reasons(
     if topics is not None:
         agreements, topic = list(topics[0].tolist()), topics[1]
     return [
-        f"current-state query ({rule.reason}): similarity = {_relevance(cosine, agreed, topic)}"
+        f"current-state query ({rule.reason}): similarity = "
+        f"{_similarity_text(cosine, agreed, topic)}"
         f"{_gain(word)}, word overlap ignored; {_days(days)} older than the newest of the "
         f"query's {ANCHOR_MEMBERS} closest memories, aged at {STATE_AGE_SCALE:g}"
         for days, cosine, word, agreed in zip(
@@ -235,7 +238,7 @@ def rule_reasons(
     ]
 
 
-def _relevance(cosine: float, agreed: float | None, topic: str) -> str:
+def _similarity_text(cosine: float, agreed: float | None, topic: str) -> str:
     if agreed is None:
         return f"cosine {cosine:.2f}"
     return f"(cosine {cosine:.2f} + {TOPIC_WEIGHT:g} x topic agreement {agreed:.2f} on {topic!r})"

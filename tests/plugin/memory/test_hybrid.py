@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import plugin.memory.time_rule as time_rule
+from plugin.memory.life_topics import TopicSpace
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
+from tests.plugin.memory.index.consistency import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
 
@@ -69,6 +72,15 @@ def test_a_state_question_prefers_the_memory_about_the_same_part_of_life(
 
         first = ranked()
         assert first[0] == "chef"
+        # each hit's topic is its agreement with the query, computed here from Chroma's rows
+        space = TopicSpace.of(embedder)
+        query = embedder.embed_documents(["What do I do for a living?"])[0]
+        result = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=5)
+        vectors = chroma_embeddings(memory, "ann")
+        for hit in result.results:
+            (expected,), _ = space.agreement(query, np.asarray([vectors[hit.id]]))
+            assert hit.relevance is not None and hit.relevance.topic is not None
+            assert hit.relevance.topic == pytest.approx(expected, abs=1e-5), hit.id
         hit = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=1).results[0]
         assert hit.relevance is not None and hit.relevance.topic is not None
         assert hit.relevance.topic > 0.3 and "topic agreement" in hit.time_rule
