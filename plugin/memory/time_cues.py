@@ -20,6 +20,10 @@ Generic English cues, no topics, names or dataset phrases:
   have I moved to?").
 * ``PERSON_CUE``: a first- or second-person word (I, my, we, our, you, ...): the question is
   about the user. Capitalised "US" is the country, not "us".
+* ``TENSE_NEUTRAL``: the cues above that say nothing of tense by themselves ("before", "when",
+  "how often", "how long"): in a present-tense question about the user with no past marker
+  (``PRESENT_AUX`` and no ``PAST_AUX``: "What do I drink before work?", "How often do I go
+  to the gym?", "When is my wedding?") they ask about the present, not the past.
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ from kernel.retrieval import SECONDS_PER_DAY
 
 __all__ = [
     "FORMER_CUE",
+    "PAST_AUX",
     "PAST_CUE",
     "PAST_VERB",
     "PERFECT_CUE",
     "PERSON_CUE",
+    "PRESENT_AUX",
     "STATE_CUE",
+    "TENSE_NEUTRAL",
     "days_from_period",
     "named_period",
 ]
@@ -118,6 +125,15 @@ PAST_VERB = re.compile(
 
 PERFECT_CUE = re.compile(r"\b(have|has)\b|'ve\b", re.IGNORECASE)
 """Perfect auxiliaries: "have moved" is a present state, not a past event."""
+
+PRESENT_AUX = re.compile(r"\b(do|does|am|is|are)\b|'(?:s|re|m)\b", re.IGNORECASE)
+"""Present-tense auxiliaries and copulas ("do I", "is my", "what's", "I'm")."""
+
+PAST_AUX = re.compile(r"\b(did|was|were|had|used\s+to)\b", re.IGNORECASE)
+"""Past auxiliaries and copulas: with one, a question is about the past whatever else it says."""
+
+TENSE_NEUTRAL = frozenset({"before", "when", "how often", "how long"})
+"""Past and former cues that carry no tense: present tense makes them ask about the present."""
 
 PERSON_CUE = re.compile(
     r"\b(?:(?i:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|you|you're"

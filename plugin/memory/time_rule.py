@@ -34,6 +34,7 @@ The kernel then scores ``clamp(1 - age / horizon, floor, 1)`` with the recall's 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,11 +46,14 @@ import numpy.typing as npt
 from kernel.retrieval import SECONDS_PER_DAY
 from plugin.memory.time_cues import (
     FORMER_CUE,
+    PAST_AUX,
     PAST_CUE,
     PAST_VERB,
     PERFECT_CUE,
     PERSON_CUE,
+    PRESENT_AUX,
     STATE_CUE,
+    TENSE_NEUTRAL,
     days_from_period,
     named_period,
 )
@@ -110,18 +114,24 @@ def classify_query(query: str, now: datetime) -> QueryTime:
     if period is not None:
         return QueryTime("period", "names a period", period)
     person = PERSON_CUE.search(query)
-    found = FORMER_CUE.search(query)
+    # "What do I drink before work?": a tenseless cue in a present question about the user
+    present = (
+        person is not None
+        and PRESENT_AUX.search(query) is not None
+        and PAST_AUX.search(query) is None
+    )
+    found = _first_cue(FORMER_CUE, query, skip_neutral=present)
     if found is not None and person is not None:
-        return QueryTime("former", f"earlier state of the user ({_cue(found.group(0))!r})")
-    found = STATE_CUE.search(query)
+        return QueryTime("former", f"earlier state of the user ({found!r})")
+    state = STATE_CUE.search(query)
+    if state is not None:
+        return QueryTime("state", f"state word {_cue(state.group(0))!r}")
+    found = _first_cue(PAST_CUE, query, skip_neutral=present)
     if found is not None:
-        return QueryTime("state", f"state word {_cue(found.group(0))!r}")
-    found = PAST_CUE.search(query)
-    if found is not None:
-        return QueryTime("event", f"past or history cue {_cue(found.group(0))!r}")
-    found = PAST_VERB.search(query)
-    if found is not None and PERFECT_CUE.search(query) is None:
-        return QueryTime("event", f"past-tense verb {_cue(found.group(0))!r}")
+        return QueryTime("event", f"past or history cue {found!r}")
+    verb = PAST_VERB.search(query)
+    if verb is not None and PERFECT_CUE.search(query) is None:
+        return QueryTime("event", f"past-tense verb {_cue(verb.group(0))!r}")
     if person is not None:
         return QueryTime("state", f"about the user ({_cue(person.group(0))!r}), present tense")
     return QueryTime("event", "third person, no state word")
@@ -129,6 +139,16 @@ def classify_query(query: str, now: datetime) -> QueryTime:
 
 def _cue(word: str) -> str:
     return " ".join(word.lower().split())
+
+
+def _first_cue(pattern: re.Pattern[str], query: str, *, skip_neutral: bool) -> str | None:
+    """The first cue ``pattern`` finds in ``query`` (normalised), passing over the
+    tense-neutral ones (``TENSE_NEUTRAL``) when ``skip_neutral``."""
+    for match in pattern.finditer(query):
+        cue = _cue(match.group(0))
+        if not (skip_neutral and cue in TENSE_NEUTRAL):
+            return cue
+    return None
 
 
 def state_reference(now: datetime, newest_epoch: float | None) -> float:

@@ -44,6 +44,17 @@ DAY = 86400.0
         ("Where have I moved to?", "state", "about the user ('i'), present tense"),
         ("Am I married?", "state", "about the user ('i'), present tense"),
         ("What has Jon been doing lately?", "state", "state word 'lately'"),
+        # tenseless cues in a present question about the user ask about the present
+        ("What do I drink before work?", "state", "about the user ('i'), present tense"),
+        ("What's my routine before bed?", "state", "about the user ('my'), present tense"),
+        ("How often do I go to the gym?", "state", "about the user ('i'), present tense"),
+        ("How long is my commute?", "state", "about the user ('my'), present tense"),
+        ("When is my wedding?", "state", "about the user ('my'), present tense"),
+        ("When did I move to Leeds?", "event", "past or history cue 'when'"),
+        ("How long have I been vegan?", "event", "past or history cue 'how long'"),
+        ("What did I do before?", "former", "earlier state of the user ('before')"),
+        ("How often does Jon run?", "event", "past or history cue 'how often'"),
+        ("How often do I still run?", "state", "state word 'still'"),
     ],
 )
 def test_each_query_gets_one_rule_and_the_cue_that_chose_it(
