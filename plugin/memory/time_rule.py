@@ -22,7 +22,9 @@ Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
   age it;
 * **anything else** (third-person questions, past or history cues: did, was, when, how many
   times, ever, before, ..., or a simple-past verb without have/has: "Who taught me chess?"):
-  time-neutral, age 0, fused relevance.
+  time-neutral, age 0, fused relevance. The tenseless cues (before, when, how often, how long)
+  count only outside a present-tense question about the user: "What do I drink before work?"
+  and "When is my wedding?" ask about the current state.
 
 "The query's closest memories" are the ``ANCHOR_MEMBERS`` pool members of highest relevance.
 Under both state rules ages count at ``STATE_AGE_SCALE`` (half): with the recall's 120-day
