@@ -215,6 +215,8 @@ class EmbeddingIntentGate:
         return vectors
 
     def _get_index(self) -> _Index:
+        from plugin.models.embeddings import group_centroids
+
         with self._lock:
             if self._index is None:
                 labels = self._exemplars.labels
@@ -226,8 +228,7 @@ class EmbeddingIntentGate:
                     end = start + len(self._exemplars.intents[label])
                     bounds.append((start, end))
                     start = end
-                centroids = np.stack([vectors[a:b].mean(axis=0) for a, b in bounds])
-                centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+                centroids = group_centroids(vectors, bounds)
                 self._index = _Index(labels, vectors, tuple(bounds), centroids)
             return self._index
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from plugin.models.embeddings import Embedder, check_embeddings
+from plugin.models.embeddings import Embedder, check_embeddings, group_centroids
 
 __all__ = ["LIFE_TOPICS", "TOPIC_TEMPERATURE", "TopicSpace", "topic_phrases"]
 
@@ -113,12 +113,9 @@ class TopicSpace:
         """Embed ``LIFE_TOPICS``'s phrases with ``embedder`` and average each domain's."""
         phrases = topic_phrases()
         vectors = _unit(check_embeddings(embedder.embed_documents(phrases), len(phrases)))
-        rows: list[FloatArray] = []
-        start = 0
-        for phrases_of in LIFE_TOPICS.values():
-            rows.append(vectors[start : start + len(phrases_of)].mean(axis=0))
-            start += len(phrases_of)
-        prototypes = _unit(np.asarray(rows, dtype=np.float64)).astype(np.float32)
+        ends = np.cumsum([len(phrases_of) for phrases_of in LIFE_TOPICS.values()]).tolist()
+        bounds = list(zip([0, *ends[:-1]], ends, strict=True))
+        prototypes = group_centroids(vectors, bounds).astype(np.float32)
         return cls(tuple(LIFE_TOPICS), prototypes)
 
     @property

@@ -30,6 +30,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "check_embeddings",
     "default_embedder",
+    "group_centroids",
 ]
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -180,6 +181,14 @@ def check_embeddings(vectors: Any, count: int, dimension: int | None = None) -> 
     if not np.isfinite(array).all():
         raise EmbeddingError("embedder returned NaN or infinite values")
     return array
+
+
+def group_centroids(vectors: np.ndarray, bounds: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The unit mean of each group of ``vectors``' rows (``bounds``: start and end), in their
+    dtype: an intent's or a life domain's prototype from the embeddings of its phrases."""
+    centroids = np.stack([vectors[start:end].mean(axis=0) for start, end in bounds])
+    centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    return centroids
 
 
 class SentenceTransformerEmbedder:
