@@ -9,15 +9,19 @@ from typing import Any
 from kernel.errors import shown
 from plugin.errors import TimestampError
 
-__all__ = ["MAX_PROBLEMS_SHOWN", "explain_error", "problems_message"]
+__all__ = ["MAX_PROBLEMS_SHOWN", "MEMORY_FIELDS", "explain_error", "problems_message"]
 
 MAX_PROBLEMS_SHOWN = 20
 """Problems one batch error lists before it says how many more there are."""
 
 
-def explain_error(error: Mapping[str, Any]) -> tuple[str, bool]:
+MEMORY_FIELDS = "MemoryRecord field (custom metadata goes under 'extra')"
+"""What an unknown key of a memory record is not (``explain_error``'s default)."""
+
+
+def explain_error(error: Mapping[str, Any], *, fields: str = MEMORY_FIELDS) -> tuple[str, bool]:
     """One phrase for one pydantic error (field, what is wrong, the value), and whether it is
-    a timestamp error."""
+    a timestamp error; an unknown key "is not a ``fields``"."""
     loc = ".".join(str(part) for part in error.get("loc", ())) or "record"
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, TimestampError):
@@ -30,7 +34,7 @@ def explain_error(error: Mapping[str, Any]) -> tuple[str, bool]:
         return f"{loc} is required", False
     if kind == "extra_forbidden":
         return (
-            f"{loc} is not a MemoryRecord field (custom metadata goes under 'extra'), got {value}",
+            f"{loc} is not a {fields}, got {value}",
             False,
         )
     message = str(error.get("msg", "is invalid"))

@@ -133,6 +133,10 @@ class RecallQuery(FrozenModel):
     mood_valence: SignedUnit = 0.0
 
 
+QUERY_FIELDS = f"query field ({', '.join(RecallQuery.model_fields)})"
+"""What an unknown key of a recall query is not."""
+
+
 def recall_query_problems(
     value: object, *, where: str | None = "query"
 ) -> tuple[RecallQuery | None, list[str]]:
@@ -148,7 +152,9 @@ def recall_query_problems(
     try:
         return RecallQuery.model_validate(value), []
     except ValidationError as error:
-        return None, [f"{label}{explain_error(item)[0]}" for item in error.errors()]
+        return None, [
+            f"{label}{explain_error(item, fields=QUERY_FIELDS)[0]}" for item in error.errors()
+        ]
 
 
 def collect_recall_queries(

@@ -29,7 +29,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "x salience + episode bonus, x mood congruence). Read-only: recall counts are not "
             "changed. With --queries, read one "
             '{"query", "user_id", "mood_valence"?} object per line and print one JSON result '
-            "per line, loading the model once and embedding the queries in one batch: scores "
+            "per line, loading the model once and embedding the queries in one batch (other "
+            'keys of a line, such as a probe\'s "current" and "stale" ids, are not used and come '
+            'back as the result\'s "labels"): scores '
             "then agree with one-query recall within 1e-6, and the order too except between "
             "results that close. In --json output 'episode' is the episode bonus added to the "
             "score, 'relevance' what the similarity was made of, 'age_days' the age recency "
@@ -76,25 +78,31 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=run)
 
 
-def _batch(path: Path) -> list[Any]:
+def _batch(path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The queries of a ``--queries`` file, and each line's labels: its keys that are not
+    query fields (a probe's "current" and "stale" ids), echoed with its result."""
     from kernel.errors import InvalidInputError
     from plugin.memory.problems import problems_message
-    from plugin.memory.results import collect_recall_queries
+    from plugin.memory.results import RecallQuery, collect_recall_queries
 
     problems: list[str] = []
-    lines = [0]
+    labels: list[dict[str, Any]] = []
 
     def entries() -> Iterator[tuple[object, str]]:
         for number, value in read_jsonl(path, error=InvalidInputError, problems=problems):
-            lines[0] += 1
+            extra: dict[str, Any] = {}
+            if isinstance(value, dict):
+                extra = {k: v for k, v in value.items() if k not in RecallQuery.model_fields}
+                value = {k: v for k, v in value.items() if k in RecallQuery.model_fields}
+            labels.append(extra)
             yield value, f"{path} line {number}"
 
     queries = collect_recall_queries(entries(), problems)
     if problems:
         raise InvalidInputError(problems_message(problems))
-    if not lines[0]:
+    if not labels:
         raise InvalidInputError(f"{path}: no queries (expected one JSON object per line)")
-    return queries
+    return queries, labels
 
 
 def _short(text: str) -> str:
@@ -146,8 +154,9 @@ def run(args: argparse.Namespace) -> int:
             "--user-id and --mood-valence go inside each line of --queries, not beside it"
         )
     now = normalize_timestamp(args.now, field="--now").moment if args.now else None
+    labels: list[dict[str, Any]] = []
     if args.queries is not None:
-        queries = _batch(args.queries)
+        queries, labels = _batch(args.queries)
     else:
         queries = [
             {
@@ -162,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
             queries, now=now, top_k=args.top, candidates=args.candidates, settings=settings
         )
     if args.queries is not None or args.json:
-        for result in results:
-            sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+        for index, result in enumerate(results):
+            line = result.to_json()
+            if index < len(labels) and labels[index]:
+                line["labels"] = labels[index]
+            sys.stdout.write(json.dumps(line, ensure_ascii=False) + "\n")
     else:
         _print_table(results[0])
     return 0

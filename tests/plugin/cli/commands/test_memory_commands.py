@@ -228,15 +228,12 @@ def test_the_stale_versus_current_probes_through_ingest_and_recall_queries(
     library: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 12's stale-versus-current check as a user runs it: the sample corpus ingested, the
-    probes asked in one ``recall --queries --json --now`` run; every current fact ranks above
-    its stale one, and the current facts' MRR stays at the 0.88 the held-out corpus needs."""
+    probes file itself (its "current" and "stale" ids are labels, echoed, not query fields)
+    asked in one ``recall --queries --json --now`` run; every current fact ranks above its
+    stale one, and the current facts' MRR stays at the 0.88 the held-out corpus needs."""
     probes = [json.loads(line) for line in PROBES.read_text().splitlines() if line.strip()]
-    queries = tmp_path / "probes.jsonl"
-    queries.write_text(
-        "".join(json.dumps({"query": p["query"], "user_id": p["user_id"]}) + "\n" for p in probes)
-    )
     code, out, err = run(
-        capsys, "recall", "--queries", str(queries), "--json", "--now", NOW, "--top", "10",
+        capsys, "recall", "--queries", str(PROBES), "--json", "--now", NOW, "--top", "10",
         "--data-dir", library,
     )  # fmt: skip
     assert code == 0, err
@@ -246,12 +243,28 @@ def test_the_stale_versus_current_probes_through_ingest_and_recall_queries(
     for probe, result in zip(probes, results, strict=True):
         ids = [hit["id"] for hit in result["results"]]
         assert result["user_id"] == probe["user_id"]
+        assert result["labels"] == {"current": probe["current"], "stale": probe["stale"]}
         rank = ids.index(probe["current"]) + 1 if probe["current"] in ids else None
         reciprocal.append(0.0 if rank is None else 1.0 / rank)
         stale = ids.index(probe["stale"]) if probe["stale"] in ids else len(ids)
         above += rank is not None and rank - 1 < stale
     assert above == 30, f"{above}/30 current facts above their stale ones"
     assert sum(reciprocal) / len(reciprocal) >= 0.88
+
+
+def test_a_batch_line_without_labels_has_no_labels_key(
+    library: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(
+        '{"query": "Where do I live?", "user_id": "alice"}\n'
+        '{"query": "Where do I live?", "user_id": "alice", "expected": ["alice-home-new"]}\n'
+    )
+    code, out, err = run(capsys, "recall", "--queries", str(queries), "--data-dir", library)
+    assert code == 0, err
+    plain, labelled = (json.loads(line) for line in out.splitlines())
+    assert "labels" not in plain and labelled["labels"] == {"expected": ["alice-home-new"]}
+    assert [hit["id"] for hit in plain["results"]] == [hit["id"] for hit in labelled["results"]]
 
 
 def test_a_batch_of_queries_lists_every_bad_line(
