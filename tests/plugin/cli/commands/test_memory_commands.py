@@ -169,7 +169,7 @@ def test_batch_recall_prints_one_json_result_per_query_line(
     queries.write_text(
         '{"query": "Where do I live?", "user_id": "bob"}\n\n'
         '{"query": "Where do I live?", "user_id": "carmen", "mood_valence": 0.5}\n'
-        '{"query": "How much coffee do I drink?", "user_id": "bob"}\n'
+        '{"query": "How much coffee do I drink?", "user_id": "bob", "want": ["bob-coffee-new"]}\n'
     )
     code, out, err = run(
         capsys,
@@ -190,6 +190,8 @@ def test_batch_recall_prints_one_json_result_per_query_line(
         ("carmen", "carmen-home-new"),
         ("bob", "bob-coffee-new"),
     ]
+    # a key that is not a query field is not used, and comes back as the result's labels
+    assert results[2]["labels"] == {"want": ["bob-coffee-new"]}
     for query, batched in zip(
         [("Where do I live?", "bob", "0"), ("Where do I live?", "carmen", "0.5")],
         results,
@@ -250,21 +252,6 @@ def test_the_stale_versus_current_probes_through_ingest_and_recall_queries(
         above += rank is not None and rank - 1 < stale
     assert above == 30, f"{above}/30 current facts above their stale ones"
     assert sum(reciprocal) / len(reciprocal) >= 0.88
-
-
-def test_a_batch_line_without_labels_has_no_labels_key(
-    library: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text(
-        '{"query": "Where do I live?", "user_id": "alice"}\n'
-        '{"query": "Where do I live?", "user_id": "alice", "expected": ["alice-home-new"]}\n'
-    )
-    code, out, err = run(capsys, "recall", "--queries", str(queries), "--data-dir", library)
-    assert code == 0, err
-    plain, labelled = (json.loads(line) for line in out.splitlines())
-    assert "labels" not in plain and labelled["labels"] == {"expected": ["alice-home-new"]}
-    assert [hit["id"] for hit in plain["results"]] == [hit["id"] for hit in labelled["results"]]
 
 
 def test_a_batch_of_queries_lists_every_bad_line(
