@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_CANDIDATES",
     "MAX_CANDIDATES",
     "MAX_TOP_K",
+    "QUERY_FIELDS",
     "RECALL_MANY_TOLERANCE",
     "MemoryStats",
     "RecallHit",
