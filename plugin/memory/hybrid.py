@@ -7,9 +7,11 @@ For each query (``RecallSettings`` holds every constant):
    current-state question, their cosine from the embeddings the index holds (Chroma's ``get``
    only for those it lacks; ``plugin.memory.pool``);
 2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
-   (``plugin.memory.fusion``), or for a current-state question the cosine plus ``TOPIC_WEIGHT``
-   times the member's topic agreement with the query (``plugin.memory.life_topics``, from the
-   embeddings the index holds; Chroma's ``get`` for those it lacks), times ``1 + CHANGE_GAIN``
+   (``plugin.memory.fusion``), or for a current-state question the cosine blended with the
+   member's cosine with the query's closest member (``plugin.memory.feedback``) plus
+   ``TOPIC_WEIGHT`` times its topic agreement with the query (``plugin.memory.life_topics``),
+   both from the embeddings the index holds (Chroma's ``get`` for those it lacks), times
+   ``1 + CHANGE_GAIN``
    for a memory whose text reports a change (``plugin.memory.change_cues``; a member the index
    holds no text of is bounded as if it did until its row is read); the
    kernel is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
@@ -45,6 +47,7 @@ from kernel.models import MemoryCandidate
 from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
 from plugin.memory.change_cues import change_word
 from plugin.memory.collections import UserCollections
+from plugin.memory.feedback import closest_feedback
 from plugin.memory.fusion import fuse
 from plugin.memory.life_topics import TopicSpace
 from plugin.memory.pool import (
@@ -157,6 +160,15 @@ class _Relevance:
     """A current-state question's topic agreement of each member with the query."""
     query_topic: str | None = None
     """The life domain the query most likely is about (with ``topic``)."""
+    closest: FloatArray | None = None
+    """A current-state question's cosine of each member with the query's closest member."""
+    feedback: FloatArray | None = None
+    """A current-state question's cosine blended with ``closest`` (``plugin.memory.feedback``)."""
+
+    @property
+    def state_cosine(self) -> FloatArray:
+        """The cosine a current-state question's similarity starts from: the blended one."""
+        return self.cosine if self.feedback is None else self.feedback
 
 
 class HybridRecall:
@@ -271,26 +283,24 @@ class HybridRecall:
             scoring = replace(scoring, top_k=len(pool))
         relevance = _relevance(pool, rule, scoring.settings)
         gains = rule is not None and rule.kind == "state"
-        topical = gains and self._topics is not None
         # The index knows every member's age and recall count before Chroma is read: each
         # member's best possible score decides the order rows are fetched in.
         start = perf_counter()
-        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=topical)
+        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=gains)
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
         indexed = rehearsal.ranked
         known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
         upper = relevance
-        if gains:  # the topic term (``TOPIC_WEIGHT``) and the change gain (``CHANGE_GAIN``)
-            if topical:
-                relevance = self._with_topics(collection, pool, vector, rehearsal, relevance)
+        if gains:  # feedback, the topic term (``TOPIC_WEIGHT``) and the change gain
+            relevance = self._with_members(collection, pool, vector, rehearsal, relevance)
             texts = indexed.texts if indexed is not None else [None] * len(pool)
             reports = np.array(
                 [bool(k) and change_word(t) is not None for k, t in zip(known, texts, strict=True)],
                 dtype=bool,
             )
-            cosine, topics = relevance.cosine, relevance.topic
+            cosine, topics = relevance.state_cosine, relevance.topic
             relevance = _with_similarity(relevance, state_similarity(cosine, reports, topics))
             # one whose text the index lacks may report a change: its ceiling assumes it does
             upper = _with_similarity(
@@ -346,7 +356,8 @@ class HybridRecall:
             if gains:  # the texts read from Chroma decide their gain now
                 said = np.array([change_word(_text(t)) is not None for t in texts], dtype=bool)
                 topics = None if relevance.topic is None else relevance.topic[at]
-                distances = 2.0 * (1.0 - state_similarity(relevance.cosine[at], said, topics))
+                cosines = relevance.state_cosine[at]
+                distances = 2.0 * (1.0 - state_similarity(cosines, said, topics))
             rows = rows_from_query(
                 kept,
                 texts,
@@ -367,7 +378,7 @@ class HybridRecall:
         rows, ranked, explanation = prefix.ranked
         return RankedQuery(rows, ranked, explanation, len(pool))
 
-    def _with_topics(
+    def _with_members(
         self,
         collection: Any,
         pool: QueryPool,
@@ -375,11 +386,10 @@ class HybridRecall:
         rehearsal: Rehearsal,
         relevance: _Relevance,
     ) -> _Relevance:
-        """``relevance`` with each member's topic agreement with the query, from the embedding
-        the index holds of it, or Chroma's where it holds none (0 for one Chroma lacks too)."""
-        assert self._topics is not None
-        space = self._topics()
-        dimension = space.dimension
+        """``relevance`` with the closest member's feedback on each member and each member's
+        topic agreement with the query, from the embedding the index holds of it, or Chroma's
+        where it holds none (neither for one Chroma lacks too)."""
+        dimension = len(vector)
         held = rehearsal.ranked.embeddings if rehearsal.ranked is not None else None
         members, present = index_vectors(held or [None] * len(pool), dimension)
         unread = [ident for ident, got in zip(pool.ids, present.tolist(), strict=True) if not got]
@@ -393,6 +403,11 @@ class HybridRecall:
                 found = chroma_vector(chroma.get(pool.ids[at]), dimension)
                 if found is not None:
                     members[at], present[at] = found, True
+        feedback = closest_feedback(relevance.cosine, members, present)
+        relevance = replace(relevance, closest=feedback.closest, feedback=feedback.cosines)
+        if self._topics is None:
+            return relevance
+        space = self._topics()
         # one product over the whole pool whichever store each vector came from (same bits)
         agreed, topic = space.agreement(vector, members)
         return replace(relevance, topic=np.where(present, agreed, 0.0), query_topic=topic)
@@ -431,7 +446,8 @@ class HybridRecall:
             topics = None
             if relevance.topic is not None and relevance.query_topic is not None:
                 topics = (relevance.topic[at], relevance.query_topic)
-            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes, topics)
+            closest = None if relevance.closest is None else relevance.closest[at]
+            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes, topics, closest)
         else:
             reasons = rule_reasons(rule, ages, relevance.cosine[at])
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
@@ -459,6 +475,7 @@ class HybridRecall:
             lexical=part(relevance.lexical),
             fused=part(relevance.fused),
             topic=part(relevance.topic),
+            closest=part(relevance.closest),
         )
         chosen = len(ranked.order)
         kth = float(ranked.scores.score[ranked.order[-1]]) if chosen >= scoring.top_k else -np.inf

@@ -45,6 +45,7 @@ class Explanation:
     lexical: FloatArray | None = None
     fused: FloatArray | None = None
     topic: FloatArray | None = None
+    closest: FloatArray | None = None
 
 
 def _part(values: FloatArray | None, index: int) -> float | None:
@@ -84,6 +85,7 @@ def explained_hits(
                 lexical=_part(explanation.lexical, i),
                 fused=_part(explanation.fused, i),
                 topic=_part(explanation.topic, i),
+                closest=_part(explanation.closest, i),
             ),
             age_days=float(explanation.ages[i]),
             calendar_age_days=float(explanation.calendar_ages[i]),

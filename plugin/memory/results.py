@@ -187,8 +187,8 @@ class Relevance:
     """What a hit's similarity was made of: its lexical and dense match with the query.
 
     A part the ranking did not use is None: a current-state question ignores word overlap,
-    so it has no BM25, lexical or fused part (and only it has a topic part), and the dense
-    recall has only the cosine.
+    so it has no BM25, lexical or fused part (and only it has the topic and closest parts),
+    and the dense recall has only the cosine.
     """
 
     cosine: float
@@ -204,6 +204,9 @@ class Relevance:
     topic: float | None = None
     """A current-state question's topic agreement of the memory with the query, in [0, 1]
     (``plugin.memory.life_topics``), added to the cosine at ``TOPIC_WEIGHT``."""
+    closest: float | None = None
+    """A current-state question's cosine of the memory with the query's closest memory
+    (``plugin.memory.feedback``), blended into the cosine at ``FEEDBACK_WEIGHT``."""
 
     def to_json(self) -> dict[str, Any]:
         """The parts as a JSON object."""
@@ -214,6 +217,7 @@ class Relevance:
             "bm25": self.bm25,
             "cosine": self.cosine,
             "topic": self.topic,
+            "closest": self.closest,
         }
 
 

@@ -10,8 +10,10 @@ Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
   query's closest memories, so the superseded fact outranks its update;
 * **current state of the user**: an explicit state word (now, currently, still, these days,
   lately, no longer, ...), or a first- or second-person question with no past or history cue.
-  Relevance is ``(cosine + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the memory
-  reports a change)``, at most 1: word overlap is ignored (what shares the question's words is
+  Relevance is ``(cosine' + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the memory
+  reports a change)``, at most 1, where ``cosine'`` blends in the memory's cosine with the
+  query's closest memory (``plugin.memory.feedback``: an update resembles the fact it
+  replaces): word overlap is ignored (what shares the question's words is
   mostly the old canonical statement, or someone else's news, while an update paraphrases);
   the topic agreement (``plugin.memory.life_topics``) says how surely the memory is about the
   same part of life as the question, which an update is even when it shares no words with
@@ -46,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
+from plugin.memory import feedback
 from plugin.memory.time_cues import (
     FORMER_CUE,
     PAST_AUX,
@@ -207,7 +210,8 @@ def rule_ages(
 def state_similarity(
     cosines: FloatArray, changes: npt.NDArray[np.bool_], topics: FloatArray | None = None
 ) -> FloatArray:
-    """A current-state query's relevance: the cosine clipped to [0, 1] plus ``TOPIC_WEIGHT``
+    """A current-state query's relevance: the cosine (blended with the closest memory's,
+    ``plugin.memory.feedback``) clipped to [0, 1] plus ``TOPIC_WEIGHT``
     times the topic agreement (``topics``; none: 0), times ``1 + CHANGE_GAIN`` where the memory
     reports a change (``changes``), at most 1."""
     base = np.clip(cosines, 0.0, 1.0)
@@ -223,10 +227,12 @@ def rule_reasons(
     cosines: FloatArray,
     changes: Sequence[str | None] | None = None,
     topics: tuple[FloatArray, str] | None = None,
+    closest: FloatArray | None = None,
 ) -> list[str]:
     """One line per memory saying why it is scored at its age (and, for the state rule, which
     relevance: ``changes`` holds each memory's change cue, None where it reports none;
-    ``topics`` each memory's topic agreement and the query's likeliest topic)."""
+    ``topics`` each memory's topic agreement and the query's likeliest topic; ``closest``
+    each memory's cosine with the query's closest memory, ``plugin.memory.feedback``)."""
     if rule.kind == "period":
         assert rule.period is not None
         start, end = (
@@ -249,21 +255,33 @@ def rule_reasons(
     topic = ""
     if topics is not None:
         agreements, topic = list(topics[0].tolist()), topics[1]
+    resemblances: list[float | None] = [None] * len(ages)
+    if closest is not None:
+        resemblances = list(closest.tolist())
     return [
         f"current-state query ({rule.reason}): similarity = "
-        f"{_similarity_text(cosine, agreed, topic)}"
+        f"{_similarity_text(cosine, resembles, agreed, topic)}"
         f"{_gain(word)}, word overlap ignored; {_days(days)} older than the newest of the "
         f"query's {ANCHOR_MEMBERS} closest memories, aged at {STATE_AGE_SCALE:g}"
-        for days, cosine, word, agreed in zip(
-            real.tolist(), cosines.tolist(), words, agreements, strict=True
+        for days, cosine, word, agreed, resembles in zip(
+            real.tolist(), cosines.tolist(), words, agreements, resemblances, strict=True
         )
     ]
 
 
-def _similarity_text(cosine: float, agreed: float | None, topic: str) -> str:
-    if agreed is None:
-        return f"cosine {cosine:.2f}"
-    return f"(cosine {cosine:.2f} + {TOPIC_WEIGHT:g} x topic agreement {agreed:.2f} on {topic!r})"
+def _similarity_text(
+    cosine: float, resembles: float | None, agreed: float | None, topic: str
+) -> str:
+    parts = [f"cosine {cosine:.2f}"]
+    if resembles is not None:
+        weight = feedback.FEEDBACK_WEIGHT
+        parts = [
+            f"{1 - weight:g} x {parts[0]}",
+            f"{weight:g} x {resembles:.2f} with the closest memory",
+        ]
+    if agreed is not None:
+        parts.append(f"{TOPIC_WEIGHT:g} x topic agreement {agreed:.2f} on {topic!r}")
+    return parts[0] if len(parts) == 1 else f"({' + '.join(parts)})"
 
 
 def _gain(word: str | None) -> str:

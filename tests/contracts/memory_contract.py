@@ -37,6 +37,7 @@ from plugin.errors import (
     WrongSpaceError,
 )
 from plugin.memory.change_cues import change_word
+from plugin.memory.feedback import FEEDBACK_WEIGHT
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
@@ -313,16 +314,16 @@ class MemoryContract:
             assert hit.score == pytest.approx(expected, rel=1e-12)
             assert hit.relevance is not None
             assert hit.relevance.cosine == pytest.approx(1 - hit.distance, abs=1e-12)
-            # A current-state question: the similarity is the cosine plus the weighted topic
-            # agreement (times the change gain for a memory that reports a change), word
-            # overlap is ignored, and memories age from the user's newest one at a 120-day
-            # horizon.
+            # A current-state question: the similarity is the cosine blended with the
+            # resemblance to the closest memory, plus the weighted topic agreement (times the
+            # change gain for a memory that reports a change), word overlap is ignored, and
+            # memories age from the user's newest one at a 120-day horizon.
             gain = 1 + CHANGE_GAIN if change_word(hit.text) is not None else 1.0
-            topic = hit.relevance.topic
-            assert topic is not None and 0.0 <= topic <= 1.0
+            topic, closest = hit.relevance.topic, hit.relevance.closest
+            assert topic is not None and 0.0 <= topic <= 1.0 and closest is not None
+            cosine = (1 - FEEDBACK_WEIGHT) * hit.relevance.cosine + FEEDBACK_WEIGHT * closest
             assert hit.similarity == pytest.approx(
-                min(1.0, (max(0.0, hit.relevance.cosine) + TOPIC_WEIGHT * topic) * gain),
-                abs=1e-12,
+                min(1.0, (max(0.0, cosine) + TOPIC_WEIGHT * topic) * gain), abs=1e-12
             )
             assert (hit.relevance.bm25, hit.relevance.fused) == (None, None)
             assert hit.age_days is not None and hit.calendar_age_days is not None

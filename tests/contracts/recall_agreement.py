@@ -17,9 +17,10 @@ EMBEDDED = ("score", "distance", "similarity")
 """The factors that carry the query embedding's last bits; every other one is exact, but for
 the relevance parts made from the cosine and the cosine a time rule's line prints."""
 
-RELEVANCE_EMBEDDED = ("fused", "dense", "cosine", "topic")
-"""The relevance parts made from the query's embedding: the cosine, what is scaled from it, and
-the topic agreement (BM25 and its scaled part are exact)."""
+RELEVANCE_EMBEDDED = ("fused", "dense", "cosine", "topic", "closest")
+"""The relevance parts made from the query's embedding: the cosine, what is scaled from it, the
+topic agreement and the resemblance to the closest memory (which memory is closest depends on
+the cosines; BM25 and its scaled part are exact)."""
 
 _DECIMAL = re.compile(r"\d+\.\d+")
 

@@ -25,5 +25,5 @@ RECALL_RESULT_KEYS = (
 Issue 12 added the last five on purpose: what the similarity was made of, the age recency was
 scored at and why, the calendar age, and when a turn last surfaced the memory."""
 
-RELEVANCE_KEYS = ("fused", "lexical", "dense", "bm25", "cosine", "topic")
+RELEVANCE_KEYS = ("fused", "lexical", "dense", "bm25", "cosine", "topic", "closest")
 """Keys of a result's ``relevance`` object, in order."""

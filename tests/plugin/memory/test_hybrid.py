@@ -1,20 +1,26 @@
 """Recall's read path end to end: a current-state question prefers the memory that reports a
-change and the one about the same part of life, and says so in the hit's time rule."""
+change, the one about the same part of life and the one that resembles the question's closest
+memory, and says so in the hit's time rule."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import plugin.memory.feedback as feedback
 import plugin.memory.time_rule as time_rule
+from plugin.memory.feedback import FEEDBACK_WEIGHT
 from plugin.memory.life_topics import TopicSpace
+from plugin.memory.results import RecallHit
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
+CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
 
 
 def _ranked(memory: ChromaMemory) -> list[str]:
@@ -35,10 +41,11 @@ def test_a_state_question_prefers_the_update_that_reports_a_change(
         # The old fact is closer to the question and only 39 days older than its update.
         assert _ranked(memory) == ["piano", "band"]
         top = memory.recall("What instrument do I play?", "ann", now=NOW, top_k=1).results[0]
-        assert top.relevance is not None and top.relevance.topic is not None
+        parts = top.relevance
+        assert parts is not None and parts.topic is not None and parts.closest is not None
+        blended = (1 - FEEDBACK_WEIGHT) * parts.cosine + FEEDBACK_WEIGHT * parts.closest
         assert top.similarity == pytest.approx(
-            (top.relevance.cosine + time_rule.TOPIC_WEIGHT * top.relevance.topic)
-            * (1 + time_rule.CHANGE_GAIN)
+            (blended + time_rule.TOPIC_WEIGHT * parts.topic) * (1 + time_rule.CHANGE_GAIN)
         )
         assert "reports a change: 'stopped'" in top.time_rule
         monkeypatch.setattr(time_rule, "CHANGE_GAIN", 0.0)
@@ -90,3 +97,35 @@ def test_a_state_question_prefers_the_memory_about_the_same_part_of_life(
         assert other.relevance is not None and other.relevance.topic is None
         monkeypatch.setattr(time_rule, "TOPIC_WEIGHT", 0.0)
         assert ranked()[0] == "course"  # by the cosine alone, unrelated small talk wins
+
+
+def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
+    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One user of a stale-versus-current set: her new job shares little with the question,
+    but resembles the old job, the question's closest memory."""
+    lines = (CORPORA / "v" / "memories.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if '"user_id": "ngozi"' in line]
+    question = "Where am I working right now?"
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(records)
+
+        def ranked() -> list[RecallHit]:
+            return list(memory.recall(question, "ngozi", now=NOW, top_k=30).results)
+
+        hits = ranked()
+        assert hits[0].id == "ngozi-job-new"
+        # each hit's closest is its cosine with the query's closest memory, from Chroma's rows
+        vectors = {ident: np.asarray(v, dtype=np.float64) for ident, v in
+                   chroma_embeddings(memory, "ngozi").items()}  # fmt: skip
+        closest = max(hits, key=lambda hit: hit.relevance.cosine if hit.relevance else -1.0)
+        assert closest.id == "ngozi-job-old"
+        anchor = vectors[closest.id] / np.linalg.norm(vectors[closest.id])
+        for hit in hits:
+            assert hit.relevance is not None and hit.relevance.closest is not None
+            own = vectors[hit.id] / np.linalg.norm(vectors[hit.id])
+            expected = hit.relevance.cosine if hit.id == closest.id else float(own @ anchor)
+            assert hit.relevance.closest == pytest.approx(expected, abs=1e-5), hit.id
+        assert "with the closest memory" in hits[0].time_rule
+        monkeypatch.setattr(feedback, "FEEDBACK_WEIGHT", 0.0)
+        assert ranked()[0].id == "ngozi-job-old"  # without it the stale job wins

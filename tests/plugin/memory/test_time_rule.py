@@ -142,6 +142,13 @@ def test_a_state_query_adds_the_topic_agreement_before_the_gain_and_caps_at_one(
         "overlap ignored; 20 days older than the newest of the query's 3 closest memories, "
         "aged at 0.5"
     )
+    closest = np.array([0.2, 0.64])
+    reasons = rule_reasons(rule, ages, cosines[:2], [None, None], (topics[:2], "work"), closest)
+    assert reasons[1].startswith(
+        "current-state query (about the user ('i'), present tense): similarity = (0.85 x cosine "
+        "0.20 + 0.15 x 0.64 with the closest memory + 0.3 x topic agreement 1.00 on 'work'), "
+        "word overlap ignored; 20 days older"
+    )
 
 
 def test_the_state_anchor_is_the_newest_of_the_most_relevant_members() -> None:
