@@ -74,6 +74,7 @@ from plugin.memory.results import (
 )
 from plugin.memory.retriever import UserRetriever
 from plugin.memory.rows import StoredRows, records_of, rows_of
+from plugin.memory.segment_repair import repair_segments
 from plugin.memory.settings import RecallSettings, resolve_settings
 from plugin.memory.timestamps import normalize_timestamp
 from plugin.memory.worker import StoreWorker
@@ -152,6 +153,10 @@ class ChromaMemory:
             self._collections.close()
             raise
         try:
+            if self._location.kind == "path":  # a segment a killed write left unreadable
+                assert self._location.path is not None
+                paths = (self._location.path, self._collections, self._index)
+                repair_segments(*paths, self._embedder)
             self._index.reconcile_pending()  # what a killed writer left, settled on opening
         except BaseException:
             self.close()

@@ -1,0 +1,260 @@
+"""Rebuilding a collection whose HNSW segment a killed write left unreadable (embedded stores).
+
+chromadb 1.5.9 rewrites a collection's HNSW metadata file (``index_metadata.pickle``, beside
+the vector files in ``<store>/<segment id>/``) whenever it syncs the index, which
+``sync_threshold`` 1 makes every write (``plugin.memory.collections``), and not atomically: a
+process killed while it writes the file leaves it truncated, and from then on every call on
+that collection fails, ``count`` included ("Error deserializing pickle file"). The rows
+themselves survive in Chroma's SQLite file, and the memory index holds each row's embedding.
+So on opening an embedded store, a vector segment whose metadata file does not parse is moved
+aside (to ``<segment id>.damaged-<UTC time>``, kept for inspection, never deleted) and its
+collection's rows are upserted again with the index's embeddings (the store's embedder's for a
+row whose write was in flight), which rebuilds the segment. A marker file, written before the
+move and removed once every row is back, makes a repair that is itself killed resume on the
+next open. The file is checked with an unpickler that loads no classes: the metadata is a
+plain dictionary, and nothing in it is run.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from plugin.memory.collections import UserCollections
+from plugin.memory.index.memory_index import MemoryIndex
+from plugin.memory.index.rehearsal import read_rehearsal
+from plugin.memory.pool import index_vector
+from plugin.models.embeddings import Embedder
+
+__all__ = [
+    "METADATA_FILE",
+    "DamagedSegment",
+    "damaged_segments",
+    "metadata_problem",
+    "rebuild_collection",
+    "repair_segments",
+    "set_aside",
+]
+
+logger = logging.getLogger(__name__)
+
+METADATA_FILE = "index_metadata.pickle"
+"""The HNSW segment's metadata file that chromadb 1.5.9 rewrites in place."""
+
+_MARKER = ".affect-memory-rebuild-{collection}"
+_KEYS = frozenset({"dimensionality", "id_to_label", "label_to_id"})
+
+
+@dataclass(frozen=True, slots=True)
+class DamagedSegment:
+    """A collection's vector segment found unreadable, or whose rebuild was interrupted."""
+
+    segment_id: str
+    collection: str
+    """The collection's name."""
+    problem: str | None
+    """Why its metadata file cannot be read (None: it reads, but a rebuild was interrupted)."""
+    interrupted: bool = False
+    """Whether a rebuild of it was killed before every row was back."""
+
+    @property
+    def reason(self) -> str:
+        """What was found, for the log."""
+        parts = [self.problem] if self.problem is not None else []
+        if self.interrupted:
+            parts.append("an earlier rebuild was interrupted")
+        return "; ".join(parts)
+
+
+class _NoClasses(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused to load {module}.{name}")
+
+
+def metadata_problem(path: Path, *, whole: bool = False) -> str | None:
+    """Why the metadata file at ``path`` cannot be read, or None when it reads as a dict.
+
+    A file that ends in pickle's STOP opcode is taken as whole unless ``whole`` asks for the
+    full parse: a truncated one ends there only by chance (one cut in 256 or so), and the full
+    parse costs about 2 ms per 1,000 rows of the collection, on every open.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None  # a segment never synced has none yet: chromadb builds it from its log
+    except OSError as error:
+        return f"cannot read {path.name}: {error}"
+    if not data:
+        return f"{path.name} is empty"
+    if data.endswith(pickle.STOP) and not whole:
+        return None
+    try:
+        value = _NoClasses(io.BytesIO(data)).load()
+    except pickle.UnpicklingError as error:
+        if "refused to load" in str(error):
+            return None  # an older format (a pickled class): not ours to judge
+        return f"{path.name} does not parse: {error}"
+    except (EOFError, ValueError, TypeError, IndexError, KeyError) as error:
+        return f"{path.name} does not parse: {type(error).__name__}: {error}"
+    if not isinstance(value, dict) or not value.keys() >= _KEYS:
+        return f"{path.name} holds no HNSW metadata"
+    return None
+
+
+def damaged_segments(directory: Path) -> list[DamagedSegment]:
+    """The vector segments of the embedded store at ``directory`` that need a rebuild: those
+    whose metadata file does not parse, and those a killed repair left marked."""
+    database = directory / "chroma.sqlite3"
+    if not database.is_file():
+        return []
+    connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = connection.execute(
+            "SELECT s.id, c.name FROM segments s JOIN collections c ON c.id = s.collection "
+            "WHERE s.scope = 'VECTOR' ORDER BY c.name"
+        ).fetchall()
+    finally:
+        connection.close()
+    found = []
+    for segment_id, name in rows:
+        interrupted = (directory / _MARKER.format(collection=name)).exists()
+        problem = metadata_problem(directory / segment_id / METADATA_FILE)
+        if problem is not None or interrupted:
+            found.append(DamagedSegment(segment_id, name, problem, interrupted))
+    return found
+
+
+def set_aside(directory: Path, segment: DamagedSegment) -> Path | None:
+    """Mark ``segment``'s collection for a rebuild, then move an unreadable segment's files
+    aside; their new place, or None when nothing was moved (an interrupted rebuild's segment
+    that reads: the upsert completes it)."""
+    marker = directory / _MARKER.format(collection=segment.collection)
+    with open(marker, "w", encoding="utf-8") as handle:
+        handle.write(f"{segment.segment_id}\n{segment.reason}\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    source = directory / segment.segment_id
+    if segment.problem is None or not source.exists():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = directory / f"{segment.segment_id}.damaged-{stamp}"
+    source.rename(target)
+    _sync_directory(directory)
+    return target
+
+
+def rebuild_collection(
+    directory: Path,
+    segment: DamagedSegment,
+    collection: Any,
+    embeddings_of: Callable[[Sequence[str], Sequence[str]], list[npt.ArrayLike | None]],
+    embed: Callable[[Sequence[str]], npt.ArrayLike],
+    batch: int,
+) -> int:
+    """Upsert every row of ``collection`` again (its documents and metadata as Chroma holds
+    them, with ``embeddings_of(ids, documents)``'s embeddings, or ``embed``'s of the document
+    where that gives None), then drop the marker; how many rows."""
+    got = collection.get(include=["documents", "metadatas"])
+    ids: list[str] = list(got["ids"])
+    documents: list[str] = list(got["documents"])
+    metadatas: list[Any] = list(got["metadatas"])
+    for start in range(0, len(ids), batch):
+        part = slice(start, start + batch)
+        vectors = embeddings_of(ids[part], documents[part])
+        missing = [at for at, vector in enumerate(vectors) if vector is None]
+        if missing:
+            fresh = np.asarray(embed([documents[part][at] for at in missing]), dtype=np.float64)
+            for at, vector in zip(missing, fresh, strict=True):
+                vectors[at] = vector
+        collection.upsert(
+            ids=ids[part],
+            embeddings=[np.asarray(vector, dtype=np.float64).tolist() for vector in vectors],
+            documents=documents[part],
+            metadatas=metadatas[part],
+        )
+    (directory / _MARKER.format(collection=segment.collection)).unlink(missing_ok=True)
+    _sync_directory(directory)
+    return len(ids)
+
+
+def repair_segments(
+    directory: Path, collections: UserCollections, index: MemoryIndex, embedder: Embedder
+) -> list[tuple[DamagedSegment, int]]:
+    """Rebuild every user collection of ``collections`` whose vector segment is damaged
+    (``damaged_segments``), each under its user's index lock and logged as a warning; what
+    was rebuilt, and how many rows.
+
+    The caller holds the store's lock, so no other process writes it meanwhile.
+    """
+    damaged = damaged_segments(directory)
+    if not damaged:
+        return []
+    owners = {collection.name: (owner, collection) for owner, collection in collections.every()}
+    rebuilt = []
+    for segment in damaged:
+        if segment.collection not in owners:
+            continue  # another prefix's collection: its own store object repairs it
+        owner, collection = owners[segment.collection]
+        _, name = index.user_key(owner)
+        with index.backend.lock(name, timeout=index.lock_timeout):
+            moved = set_aside(directory, segment)
+            with collections.backend(f"rebuild the collection of user {owner!r}"):
+                rows = rebuild_collection(
+                    directory,
+                    segment,
+                    collection,
+                    _indexed_embeddings(index, owner, embedder.dimension),
+                    embedder.embed_documents,
+                    collections.max_batch,
+                )
+        logger.warning(
+            "rebuilt the HNSW index of user %r's collection %s (%s): %d rows upserted again "
+            "from Chroma's rows and the memory index's embeddings%s",
+            owner,
+            segment.collection,
+            segment.reason,
+            rows,
+            "" if moved is None else f"; the damaged files are kept in {moved}",
+        )
+        rebuilt.append((segment, rows))
+    return rebuilt
+
+
+def _indexed_embeddings(
+    index: MemoryIndex, owner: str, dimension: int
+) -> Callable[[Sequence[str], Sequence[str]], list[npt.ArrayLike | None]]:
+    """The index's embedding of each of ``owner``'s rows whose text it holds as Chroma does
+    (None for the others, and for one whose write is in flight)."""
+    key, _ = index.user_key(owner)
+
+    def embeddings_of(ids: Sequence[str], documents: Sequence[str]) -> list[npt.ArrayLike | None]:
+        held = index.backend.read(
+            lambda tx: read_rehearsal(tx, key, ids, fields=True, embeddings=True)
+        ).ranked
+        if held is None or held.embeddings is None:
+            return [None] * len(ids)
+        return [
+            index_vector(blob, dimension) if text == document else None
+            for blob, text, document in zip(held.embeddings, held.texts, documents, strict=True)
+        ]
+
+    return embeddings_of
+
+
+def _sync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,193 @@
+"""A vector segment a killed write left unreadable is rebuilt on opening, from Chroma's rows
+and the memory index's embeddings, with nothing lost; a rebuild killed midway resumes."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plugin.memory.layout import DEFAULT_COLLECTION, user_collection_name
+from plugin.memory.segment_repair import (
+    METADATA_FILE,
+    DamagedSegment,
+    damaged_segments,
+    metadata_problem,
+    rebuild_collection,
+    set_aside,
+)
+from plugin.memory.store import ChromaMemory
+from plugin.models.embeddings import Embedder
+from tests.plugin.memory.index.consistency import chroma_embeddings
+
+NOW = "2026-06-01T12:00:00Z"
+TEXTS = [
+    "I live in Lisbon, in a small flat near the river.",
+    "I moved to Berlin last week and I'm still unpacking boxes.",
+    "My sister Ana is visiting in July.",
+    "I work as a nurse at the city hospital.",
+    "We adopted a grey cat called Miso.",
+    "The tram to work was late again this morning.",
+]
+
+
+def _records(user: str) -> list[dict[str, object]]:
+    return [
+        {"id": f"{user}-{at}", "text": text, "user_id": user,
+         "timestamp": f"2026-05-{at + 10:02d}T09:00:00Z"}
+        for at, text in enumerate(TEXTS)
+    ]  # fmt: skip
+
+
+def _segment(store: Path, user: str) -> Path:
+    """The directory of ``user``'s vector segment, from Chroma's own SQLite file."""
+    name = user_collection_name(DEFAULT_COLLECTION, user)
+    with sqlite3.connect(store / "chroma.sqlite3") as database:
+        (segment_id,) = database.execute(
+            "SELECT s.id FROM segments s JOIN collections c ON c.id = s.collection "
+            "WHERE s.scope = 'VECTOR' AND c.name = ?",
+            (name,),
+        ).fetchone()
+    return store / str(segment_id)
+
+
+def _as_a_new_process() -> None:
+    """Forget chromadb's system of each path, as the process after a killed one starts (it
+    keeps one per embedded path per process, with the segments it loaded)."""
+    from chromadb.api.client import SharedSystemClient
+
+    SharedSystemClient.clear_system_cache()
+
+
+def _snapshot(memory: ChromaMemory, user: str) -> tuple[list[tuple[str, float]], dict[str, bytes]]:
+    result = memory.recall("Where do I live?", user, now=NOW, top_k=6)
+    vectors = chroma_embeddings(memory, user)
+    return (
+        [(hit.id, hit.score) for hit in result.results],
+        {ident: np.asarray(v, dtype=np.float32).tobytes() for ident, v in vectors.items()},
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: Embedder) -> Path:
+    path = tmp_path / "chroma"
+    with ChromaMemory(path, embedder=embedder) as memory:
+        memory.add(_records("ann") + _records("bob"))
+    return path
+
+
+def test_a_store_whose_segments_read_needs_no_repair(store: Path) -> None:
+    assert damaged_segments(store) == []
+    assert metadata_problem(_segment(store, "ann") / METADATA_FILE) is None
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated"])
+def test_an_unreadable_segment_is_rebuilt_on_opening_with_nothing_lost(
+    damage: str, store: Path, embedder: Embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    with ChromaMemory(store, embedder=embedder) as memory:
+        before = {user: _snapshot(memory, user) for user in ("ann", "bob")}
+    metadata = _segment(store, "ann") / METADATA_FILE
+    data = metadata.read_bytes()
+    damaged = b"" if damage == "empty" else data[: len(data) // 2]
+    metadata.write_bytes(damaged)
+    _as_a_new_process()
+    (found,) = damaged_segments(store)
+    assert found.collection == user_collection_name(DEFAULT_COLLECTION, "ann")
+    assert found.problem is not None and not found.interrupted
+    bob = sorted(path.name for path in _segment(store, "bob").iterdir())
+    with caplog.at_level(logging.WARNING), ChromaMemory(store, embedder=embedder) as memory:
+        assert memory.count("ann") == len(TEXTS)
+        after = {user: _snapshot(memory, user) for user in ("ann", "bob")}
+    assert "rebuilt the HNSW index of user 'ann'" in caplog.text
+    assert f"{len(TEXTS)} rows upserted again" in caplog.text
+    for user in ("ann", "bob"):
+        hits, vectors = after[user]
+        assert [ident for ident, _ in hits] == [ident for ident, _ in before[user][0]]
+        assert [score for _, score in hits] == pytest.approx([s for _, s in before[user][0]])
+        # the index keeps Chroma's own float32 bits, so the rebuilt vectors are those bits
+        assert vectors == before[user][1]
+    # the damaged files are kept beside the rebuilt segment; bob's segment was not touched
+    (kept,) = store.glob("*.damaged-*")
+    assert kept.name.startswith(f"{_segment(store, 'ann').name}.damaged-")
+    assert (kept / METADATA_FILE).read_bytes() == damaged
+    assert sorted(path.name for path in _segment(store, "bob").iterdir()) == bob
+    assert damaged_segments(store) == []
+
+
+def test_a_rebuild_killed_after_the_move_resumes_on_the_next_open(
+    store: Path, embedder: Embedder
+) -> None:
+    with ChromaMemory(store, embedder=embedder) as memory:
+        before = _snapshot(memory, "ann")
+    segment = _segment(store, "ann")
+    (segment / METADATA_FILE).write_bytes(b"")
+    (found,) = damaged_segments(store)
+    _as_a_new_process()
+    assert set_aside(store, found) is not None  # marked and moved; the process dies here
+    assert not segment.exists()
+    (pending,) = damaged_segments(store)
+    assert pending.interrupted and pending.problem is None
+    with ChromaMemory(store, embedder=embedder) as memory:
+        hits, vectors = _snapshot(memory, "ann")
+    assert [ident for ident, _ in hits] == [ident for ident, _ in before[0]]
+    assert [score for _, score in hits] == pytest.approx([score for _, score in before[0]])
+    assert vectors == before[1]
+    assert damaged_segments(store) == []
+
+
+def test_a_row_without_an_indexed_embedding_is_embedded_again(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    import chromadb
+
+    client = chromadb.EphemeralClient()
+    collection = client.create_collection("repair-rows", embedding_function=None)
+    ids, texts = ["a", "b", "c"], TEXTS[:3]
+    vectors = np.asarray(embedder.embed_documents(texts), dtype=np.float64)
+    collection.add(ids=ids, embeddings=vectors.tolist(), documents=texts,
+                   metadatas=[{"n": at} for at in range(3)])  # fmt: skip
+    embedded: list[list[str]] = []
+
+    def embed(documents: list[str]) -> np.ndarray:
+        embedded.append(list(documents))
+        return np.asarray(embedder.embed_documents(documents))
+
+    segment = DamagedSegment("none", "repair-rows", None, interrupted=True)
+    rows = rebuild_collection(
+        tmp_path,
+        segment,
+        collection,
+        lambda wanted, _: [None if i == "b" else vectors[ids.index(i)] for i in wanted],
+        embed,
+        batch=2,
+    )
+    assert rows == 3 and embedded == [[texts[1]]]
+    got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+    assert got["documents"] == texts and [m["n"] for m in got["metadatas"]] == [0, 1, 2]
+    assert np.allclose(np.asarray(got["embeddings"]), vectors, atol=1e-6)
+
+
+def test_metadata_files_are_told_apart(tmp_path: Path) -> None:
+    path = tmp_path / METADATA_FILE
+    assert metadata_problem(path) is None  # never synced: none yet
+    path.write_bytes(b"")
+    assert metadata_problem(path) == f"{METADATA_FILE} is empty"
+    # dimensionality 46 is the byte b".", pickle's STOP, inside the data
+    whole = pickle.dumps({"dimensionality": 46, "id_to_label": {}, "label_to_id": {}})
+    path.write_bytes(whole)
+    assert metadata_problem(path) is None and metadata_problem(path, whole=True) is None
+    path.write_bytes(whole[:-3])
+    problem = metadata_problem(path)
+    assert problem is not None and problem.startswith(f"{METADATA_FILE} does not parse")
+    # a cut that happens to end on a STOP byte passes the quick check, not the full parse
+    path.write_bytes(whole[: whole.index(pickle.STOP) + 1])
+    assert metadata_problem(path) is None and metadata_problem(path, whole=True) is not None
+    path.write_bytes(pickle.dumps([1, 2, 3]))
+    assert metadata_problem(path, whole=True) == f"{METADATA_FILE} holds no HNSW metadata"
+    path.write_bytes(pickle.dumps(DamagedSegment("s", "c", None)))
+    assert metadata_problem(path, whole=True) is None  # a pickled class is not loaded, nor judged
