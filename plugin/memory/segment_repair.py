@@ -9,7 +9,9 @@ themselves survive in Chroma's SQLite file, and the memory index holds each row'
 So on opening an embedded store, a vector segment whose metadata file does not parse is moved
 aside (to ``<segment id>.damaged-<UTC time>``, kept for inspection, never deleted) and its
 collection's rows are upserted again with the index's embeddings (the store's embedder's for a
-row whose write was in flight), which rebuilds the segment. A marker file, written before the
+row whose write was in flight), which rebuilds the segment, and the index takes each row back
+as Chroma then returns it (a cosine collection normalises vectors again, which can move a last
+bit). A marker file, written before the
 move and removed once every row is back, makes a repair that is itself killed resume on the
 next open. The file is checked with an unpickler that loads no classes: the metadata is a
 plain dictionary, and nothing in it is run.
@@ -34,6 +36,7 @@ import numpy.typing as npt
 from plugin.memory.collections import UserCollections
 from plugin.memory.index.memory_index import MemoryIndex
 from plugin.memory.index.rehearsal import read_rehearsal
+from plugin.memory.index.sync import index_held
 from plugin.memory.pool import index_vector
 from plugin.models.embeddings import Embedder
 
@@ -161,10 +164,10 @@ def rebuild_collection(
     embeddings_of: Callable[[Sequence[str], Sequence[str]], list[npt.ArrayLike | None]],
     embed: Callable[[Sequence[str]], npt.ArrayLike],
     batch: int,
-) -> int:
+) -> list[str]:
     """Upsert every row of ``collection`` again (its documents and metadata as Chroma holds
     them, with ``embeddings_of(ids, documents)``'s embeddings, or ``embed``'s of the document
-    where that gives None), then drop the marker; how many rows."""
+    where that gives None), then drop the marker; the ids of the rows."""
     got = collection.get(include=["documents", "metadatas"])
     ids: list[str] = list(got["ids"])
     documents: list[str] = list(got["documents"])
@@ -185,7 +188,7 @@ def rebuild_collection(
         )
     (directory / _MARKER.format(collection=segment.collection)).unlink(missing_ok=True)
     _sync_directory(directory)
-    return len(ids)
+    return ids
 
 
 def repair_segments(
@@ -206,11 +209,11 @@ def repair_segments(
         if segment.collection not in owners:
             continue  # another prefix's collection: its own store object repairs it
         owner, collection = owners[segment.collection]
-        _, name = index.user_key(owner)
+        key, name = index.user_key(owner)
         with index.backend.lock(name, timeout=index.lock_timeout):
             moved = set_aside(directory, segment)
             with collections.backend(f"rebuild the collection of user {owner!r}"):
-                rows = rebuild_collection(
+                ids = rebuild_collection(
                     directory,
                     segment,
                     collection,
@@ -218,6 +221,10 @@ def repair_segments(
                     embedder.embed_documents,
                     collections.max_batch,
                 )
+            # Chroma normalises a cosine collection's vectors again on the way in, which moves
+            # the last bit of a few: the index takes back each row as Chroma now returns it
+            index_held(index.backend, collections, key, collection, ids)
+        rows = len(ids)
         logger.warning(
             "rebuilt the HNSW index of user %r's collection %s (%s): %d rows upserted again "
             "from Chroma's rows and the memory index's embeddings%s",

@@ -22,7 +22,7 @@ from plugin.memory.segment_repair import (
 )
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
-from tests.plugin.memory.index.consistency import chroma_embeddings
+from tests.plugin.memory.index.consistency import assert_consistent, chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
 TEXTS = [
@@ -63,13 +63,26 @@ def _as_a_new_process() -> None:
     SharedSystemClient.clear_system_cache()
 
 
-def _snapshot(memory: ChromaMemory, user: str) -> tuple[list[tuple[str, float]], dict[str, bytes]]:
+Snapshot = tuple[list[tuple[str, float]], dict[str, np.ndarray]]
+
+
+def _snapshot(memory: ChromaMemory, user: str) -> Snapshot:
     result = memory.recall("Where do I live?", user, now=NOW, top_k=6)
     vectors = chroma_embeddings(memory, user)
     return (
         [(hit.id, hit.score) for hit in result.results],
-        {ident: np.asarray(v, dtype=np.float32).tobytes() for ident, v in vectors.items()},
+        {ident: np.asarray(v, dtype=np.float64) for ident, v in vectors.items()},
     )
+
+
+def _assert_same(got: Snapshot, want: Snapshot) -> None:
+    """The same hits in the same order, scores and vectors within float32 rounding (Chroma
+    normalises a cosine collection's vectors again as they go back in)."""
+    assert [ident for ident, _ in got[0]] == [ident for ident, _ in want[0]]
+    assert [score for _, score in got[0]] == pytest.approx([score for _, score in want[0]])
+    assert set(got[1]) == set(want[1])
+    for ident, vector in got[1].items():
+        assert np.allclose(vector, want[1][ident], rtol=0, atol=1e-6), ident
 
 
 @pytest.fixture
@@ -103,14 +116,12 @@ def test_an_unreadable_segment_is_rebuilt_on_opening_with_nothing_lost(
     with caplog.at_level(logging.WARNING), ChromaMemory(store, embedder=embedder) as memory:
         assert memory.count("ann") == len(TEXTS)
         after = {user: _snapshot(memory, user) for user in ("ann", "bob")}
+        # the index and Chroma agree row for row, texts, fields and embedding bits
+        assert assert_consistent(memory, ("ann", "bob")) == {"ann": len(TEXTS), "bob": len(TEXTS)}
     assert "rebuilt the HNSW index of user 'ann'" in caplog.text
     assert f"{len(TEXTS)} rows upserted again" in caplog.text
     for user in ("ann", "bob"):
-        hits, vectors = after[user]
-        assert [ident for ident, _ in hits] == [ident for ident, _ in before[user][0]]
-        assert [score for _, score in hits] == pytest.approx([s for _, s in before[user][0]])
-        # the index keeps Chroma's own float32 bits, so the rebuilt vectors are those bits
-        assert vectors == before[user][1]
+        _assert_same(after[user], before[user])
     # the damaged files are kept beside the rebuilt segment; bob's segment was not touched
     (kept,) = store.glob("*.damaged-*")
     assert kept.name.startswith(f"{_segment(store, 'ann').name}.damaged-")
@@ -133,10 +144,8 @@ def test_a_rebuild_killed_after_the_move_resumes_on_the_next_open(
     (pending,) = damaged_segments(store)
     assert pending.interrupted and pending.problem is None
     with ChromaMemory(store, embedder=embedder) as memory:
-        hits, vectors = _snapshot(memory, "ann")
-    assert [ident for ident, _ in hits] == [ident for ident, _ in before[0]]
-    assert [score for _, score in hits] == pytest.approx([score for _, score in before[0]])
-    assert vectors == before[1]
+        _assert_same(_snapshot(memory, "ann"), before)
+        assert assert_consistent(memory, ("ann",)) == {"ann": len(TEXTS)}
     assert damaged_segments(store) == []
 
 
@@ -166,7 +175,7 @@ def test_a_row_without_an_indexed_embedding_is_embedded_again(
         embed,
         batch=2,
     )
-    assert rows == 3 and embedded == [[texts[1]]]
+    assert rows == ids and embedded == [[texts[1]]]
     got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
     assert got["documents"] == texts and [m["n"] for m in got["metadatas"]] == [0, 1, 2]
     assert np.allclose(np.asarray(got["embeddings"]), vectors, atol=1e-6)

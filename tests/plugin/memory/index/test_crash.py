@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from plugin.memory.segment_repair import METADATA_FILE, damaged_segments
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
 from tests.plugin.conftest import running_chroma
@@ -246,6 +247,36 @@ def test_a_kill_at_each_step_of_each_write_is_settled_on_reopening(
         if point != "settling":
             assert _journal_entries(setup) > 0, "the killed write left no journal entry"
         check(setup, embedder)
+
+
+@pytest.mark.parametrize("point", STEPS)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_kill_that_also_truncates_chromas_segment_metadata_is_settled_on_reopening(
+    point: str,
+    kind: str,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    embedder: Embedder,
+) -> None:
+    """chromadb rewrites each vector segment's metadata file in place on every sync, so a kill
+    can leave it empty (seen in the random rounds): with the write's journal entries pending,
+    the rebuild on opening must still leave Chroma and the index identical."""
+    with configured("embedded", tmp_path, tmp_path_factory) as setup:
+        with setup.open(embedder) as memory:
+            seed(memory)
+        check(setup, embedder)
+        kill_at_step(setup, kind, 300, point, 2)
+        store = Path(setup.location)
+        damaged = 0
+        for segment in store.iterdir():
+            metadata = segment / METADATA_FILE
+            if metadata.is_file():
+                metadata.write_bytes(b"")
+                damaged += 1
+        assert damaged == len(USERS)
+        assert len(damaged_segments(store)) == len(USERS)
+        check(setup, embedder)
+        assert damaged_segments(store) == []
 
 
 def _journal_entries(setup: Setup) -> int:
