@@ -161,7 +161,8 @@ class _Relevance:
     query_topic: str | None = None
     """The life domain the query most likely is about (with ``topic``)."""
     closest: FloatArray | None = None
-    """A current-state question's cosine of each member with the query's closest member."""
+    """A current-state question's cosine of each member with the query's closest member (the
+    closest's own, and one without an embedding: its cosine with the query)."""
     feedback: FloatArray | None = None
     """A current-state question's cosine blended with ``closest`` (``plugin.memory.feedback``)."""
 
@@ -404,7 +405,8 @@ class HybridRecall:
                 if found is not None:
                     members[at], present[at] = found, True
         feedback = closest_feedback(relevance.cosine, members, present)
-        relevance = replace(relevance, closest=feedback.closest, feedback=feedback.cosines)
+        if feedback.closest_at is not None:  # else no member has a vector: no feedback
+            relevance = replace(relevance, closest=feedback.closest, feedback=feedback.cosines)
         if self._topics is None:
             return relevance
         space = self._topics()

@@ -206,7 +206,9 @@ class Relevance:
     (``plugin.memory.life_topics``), added to the cosine at ``TOPIC_WEIGHT``."""
     closest: float | None = None
     """A current-state question's cosine of the memory with the query's closest memory
-    (``plugin.memory.feedback``), blended into the cosine at ``FEEDBACK_WEIGHT``."""
+    (``plugin.memory.feedback``), blended into the cosine at ``FEEDBACK_WEIGHT``; for the
+    closest memory itself, and one without an embedding, its cosine with the query (so the
+    blend leaves it as it is); None when no pool member had an embedding."""
 
     def to_json(self) -> dict[str, Any]:
         """The parts as a JSON object."""

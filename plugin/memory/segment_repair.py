@@ -88,20 +88,25 @@ class _NoClasses(pickle.Unpickler):
 def metadata_problem(path: Path, *, whole: bool = False) -> str | None:
     """Why the metadata file at ``path`` cannot be read, or None when it reads as a dict.
 
-    A file that ends in pickle's STOP opcode is taken as whole unless ``whole`` asks for the
-    full parse: a truncated one ends there only by chance (one cut in 256 or so), and the full
-    parse costs about 2 ms per 1,000 rows of the collection, on every open.
+    A file that ends in pickle's STOP opcode is taken as whole, by its last byte alone, unless
+    ``whole`` asks for the full parse: a truncated one ends there only by chance (one cut in
+    256 or so), and the full parse reads the whole file (about 36 bytes a row) and costs about
+    2 ms per 1,000 rows of the collection.
     """
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if not size:
+                return f"{path.name} is empty"
+            handle.seek(size - 1)
+            if handle.read(1) == pickle.STOP and not whole:
+                return None
+            handle.seek(0)
+            data = handle.read()
     except FileNotFoundError:
         return None  # a segment never synced has none yet: chromadb builds it from its log
     except OSError as error:
         return f"cannot read {path.name}: {error}"
-    if not data:
-        return f"{path.name} is empty"
-    if data.endswith(pickle.STOP) and not whole:
-        return None
     try:
         value = _NoClasses(io.BytesIO(data)).load()
     except pickle.UnpicklingError as error:
@@ -198,44 +203,83 @@ def repair_segments(
     (``damaged_segments``), each under its user's index lock and logged as a warning; what
     was rebuilt, and how many rows.
 
-    The caller holds the store's lock, so no other process writes it meanwhile.
+    The caller holds the store's lock, so no other process writes it meanwhile; another
+    store object of this process may, so each segment is checked again, fully, under its
+    user's lock (which every writer holds). A rebuild that fails is logged as an error and
+    leaves its marker: that user's calls fail as they did, the other users' work.
     """
     damaged = damaged_segments(directory)
     if not damaged:
         return []
     owners = {collection.name: (owner, collection) for owner, collection in collections.every()}
     rebuilt = []
-    for segment in damaged:
-        if segment.collection not in owners:
-            continue  # another prefix's collection: its own store object repairs it
-        owner, collection = owners[segment.collection]
-        key, name = index.user_key(owner)
-        with index.backend.lock(name, timeout=index.lock_timeout):
-            moved = set_aside(directory, segment)
-            with collections.backend(f"rebuild the collection of user {owner!r}"):
-                ids = rebuild_collection(
-                    directory,
-                    segment,
-                    collection,
-                    _indexed_embeddings(index, owner, embedder.dimension),
-                    embedder.embed_documents,
-                    collections.max_batch,
-                )
-            # Chroma normalises a cosine collection's vectors again on the way in, which moves
-            # the last bit of a few: the index takes back each row as Chroma now returns it
-            index_held(index.backend, collections, key, collection, ids)
-        rows = len(ids)
-        logger.warning(
-            "rebuilt the HNSW index of user %r's collection %s (%s): %d rows upserted again "
-            "from Chroma's rows and the memory index's embeddings%s",
-            owner,
-            segment.collection,
-            segment.reason,
-            rows,
-            "" if moved is None else f"; the damaged files are kept in {moved}",
-        )
-        rebuilt.append((segment, rows))
+    for found in damaged:
+        if found.collection not in owners:
+            logger.warning(
+                "the HNSW index of collection %s is damaged (%s); it is not a user collection "
+                "of this prefix, so it is left for its own store to rebuild",
+                found.collection,
+                found.reason,
+            )
+            continue
+        owner, collection = owners[found.collection]
+        try:
+            rows = _repair(directory, found, owner, collection, collections, index, embedder)
+        except Exception as error:  # one user's rebuild must not keep the others out
+            logger.error(
+                "could not rebuild the HNSW index of user %r's collection %s (%s): %s: %s",
+                owner,
+                found.collection,
+                found.reason,
+                type(error).__name__,
+                error,
+            )
+            continue
+        if rows is not None:
+            rebuilt.append(rows)
     return rebuilt
+
+
+def _repair(
+    directory: Path,
+    found: DamagedSegment,
+    owner: str,
+    collection: Any,
+    collections: UserCollections,
+    index: MemoryIndex,
+    embedder: Embedder,
+) -> tuple[DamagedSegment, int] | None:
+    """Rebuild one user's collection under their lock, if it still needs it then."""
+    key, name = index.user_key(owner)
+    with index.backend.lock(name, timeout=index.lock_timeout):
+        problem = metadata_problem(directory / found.segment_id / METADATA_FILE, whole=True)
+        interrupted = (directory / _MARKER.format(collection=found.collection)).exists()
+        if problem is None and not interrupted:
+            return None  # caught mid-rewrite by another store object of this process
+        segment = DamagedSegment(found.segment_id, found.collection, problem, interrupted)
+        moved = set_aside(directory, segment)
+        with collections.backend(f"rebuild the collection of user {owner!r}"):
+            ids = rebuild_collection(
+                directory,
+                segment,
+                collection,
+                _indexed_embeddings(index, owner, embedder.dimension),
+                embedder.embed_documents,
+                collections.max_batch,
+            )
+        # Chroma normalises a cosine collection's vectors again on the way in, which moves
+        # the last bit of a few: the index takes back each row as Chroma now returns it
+        index_held(index.backend, collections, key, collection, ids)
+    logger.warning(
+        "rebuilt the HNSW index of user %r's collection %s (%s): %d rows upserted again "
+        "from Chroma's rows and the memory index's embeddings%s",
+        owner,
+        segment.collection,
+        segment.reason,
+        len(ids),
+        "" if moved is None else f"; the damaged files are kept in {moved}",
+    )
+    return segment, len(ids)
 
 
 def _indexed_embeddings(

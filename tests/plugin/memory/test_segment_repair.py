@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import plugin.memory.segment_repair as segment_repair
 from plugin.memory.layout import DEFAULT_COLLECTION, user_collection_name
 from plugin.memory.segment_repair import (
     METADATA_FILE,
@@ -200,3 +201,59 @@ def test_metadata_files_are_told_apart(tmp_path: Path) -> None:
     assert metadata_problem(path, whole=True) == f"{METADATA_FILE} holds no HNSW metadata"
     path.write_bytes(pickle.dumps(DamagedSegment("s", "c", None)))
     assert metadata_problem(path, whole=True) is None  # a pickled class is not loaded, nor judged
+
+
+def test_a_marked_segment_that_reads_is_completed_in_place_not_moved(
+    store: Path, embedder: Embedder
+) -> None:
+    segment = _segment(store, "ann")
+    found = DamagedSegment(segment.name, user_collection_name(DEFAULT_COLLECTION, "ann"), None)
+    assert set_aside(store, found) is None  # marked: a rebuild that died after the upsert began
+    (pending,) = damaged_segments(store)
+    assert pending.interrupted and pending.problem is None
+    _as_a_new_process()
+    with ChromaMemory(store, embedder=embedder) as memory:
+        assert assert_consistent(memory, ("ann", "bob")) == {"ann": len(TEXTS), "bob": len(TEXTS)}
+    assert segment.is_dir() and not list(store.glob("*.damaged-*"))
+    assert damaged_segments(store) == []
+
+
+def test_a_finding_that_no_longer_holds_under_the_lock_moves_nothing(
+    store: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another store object of the process may be rewriting the file when the scan reads it;
+    under the user's lock the file is read again, whole, before anything moves."""
+    stale = DamagedSegment(
+        _segment(store, "ann").name, user_collection_name(DEFAULT_COLLECTION, "ann"), "torn"
+    )
+    monkeypatch.setattr(segment_repair, "damaged_segments", lambda _directory: [stale])
+    _as_a_new_process()
+    with ChromaMemory(store, embedder=embedder) as memory:
+        assert memory.count("ann") == len(TEXTS)
+    assert not list(store.glob("*.damaged-*")) and not list(store.glob(".affect-memory-rebuild-*"))
+
+
+def test_a_rebuild_that_fails_keeps_its_marker_and_the_other_users_working(
+    store: Path,
+    embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (_segment(store, "ann") / METADATA_FILE).write_bytes(b"")
+    _as_a_new_process()
+
+    def refuse(*_args: object, **_kwargs: object) -> list[str]:
+        raise RuntimeError("no room on the disk")
+
+    monkeypatch.setattr(segment_repair, "rebuild_collection", refuse)
+    with caplog.at_level(logging.ERROR), ChromaMemory(store, embedder=embedder) as memory:
+        assert memory.count("bob") == len(TEXTS)
+        assert [hit.id for hit in memory.recall("cat", "bob", now=NOW, top_k=1).results]
+    assert "could not rebuild the HNSW index of user 'ann'" in caplog.text
+    assert "RuntimeError: no room on the disk" in caplog.text
+    (pending,) = damaged_segments(store)
+    assert pending.interrupted  # the next open tries again
+    monkeypatch.undo()
+    _as_a_new_process()
+    with ChromaMemory(store, embedder=embedder) as memory:
+        assert assert_consistent(memory, ("ann",)) == {"ann": len(TEXTS)}
