@@ -6,15 +6,16 @@ the vector files in ``<store>/<segment id>/``) whenever it syncs the index, whic
 process killed while it writes the file leaves it truncated, and from then on every call on
 that collection fails, ``count`` included ("Error deserializing pickle file"). The rows
 themselves survive in Chroma's SQLite file, and the memory index holds each row's embedding.
-So on opening an embedded store, a vector segment whose metadata file does not parse is moved
-aside (to ``<segment id>.damaged-<UTC time>``, kept for inspection, never deleted) and its
-collection's rows are upserted again with the index's embeddings (the store's embedder's for a
-row whose write was in flight), which rebuilds the segment, and the index takes each row back
-as Chroma then returns it (a cosine collection normalises vectors again, which can move a last
-bit). A marker file, written before the
-move and removed once every row is back, makes a repair that is itself killed resume on the
-next open. The file is checked with an unpickler that loads no classes: the metadata is a
-plain dictionary, and nothing in it is run.
+So on opening an embedded store, a vector segment whose metadata file fails (it must end in
+pickle's STOP byte; checked again under the user's lock by a full parse with an unpickler that
+loads no class, since the metadata is a plain dictionary and nothing in it should run) is moved
+aside, to ``<segment id>.damaged-<UTC time>``, kept for inspection and never deleted. Its
+collection's rows are then upserted again with the index's embeddings (the store's embedder's
+for a row whose write was in flight), which rebuilds the segment, and the index takes each row
+back as Chroma then returns it (a cosine collection normalises vectors again, which can move a
+last bit). A marker file, written before the move and removed once every row is back, makes a
+rebuild that is itself killed resume on the next open; one that fails is logged as an error
+and keeps its marker, and the store opens for the other users.
 """
 
 from __future__ import annotations
