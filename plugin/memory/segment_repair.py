@@ -81,9 +81,13 @@ class DamagedSegment:
         return "; ".join(parts)
 
 
+class _ClassRefused(pickle.UnpicklingError):
+    """A pickle that names a class: ``_NoClasses`` loads none."""
+
+
 class _NoClasses(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused to load {module}.{name}")
+        raise _ClassRefused(f"refused to load {module}.{name}")
 
 
 def metadata_problem(path: Path, *, whole: bool = False) -> str | None:
@@ -110,9 +114,9 @@ def metadata_problem(path: Path, *, whole: bool = False) -> str | None:
         return f"cannot read {path.name}: {error}"
     try:
         value = _NoClasses(io.BytesIO(data)).load()
+    except _ClassRefused:
+        return None  # an older format (a pickled class): not ours to judge
     except pickle.UnpicklingError as error:
-        if "refused to load" in str(error):
-            return None  # an older format (a pickled class): not ours to judge
         return f"{path.name} does not parse: {error}"
     except (EOFError, ValueError, TypeError, IndexError, KeyError) as error:
         return f"{path.name} does not parse: {type(error).__name__}: {error}"

@@ -155,8 +155,9 @@ class ChromaMemory:
         try:
             if self._location.kind == "path":  # a segment a killed write left unreadable
                 assert self._location.path is not None
-                paths = (self._location.path, self._collections, self._index)
-                repair_segments(*paths, self._embedder)
+                repair_segments(
+                    self._location.path, self._collections, self._index, self._embedder
+                )
             self._index.reconcile_pending()  # what a killed writer left, settled on opening
         except BaseException:
             self.close()
