@@ -1,29 +1,12 @@
-"""What a query says about time: a period it names, and whether it asks about now or the past.
+"""The period a query names, and how far each memory lies from it.
 
-Generic English cues, no topics, names or dataset phrases:
-
-* ``named_period(text, now)``: the span a query names, as epoch seconds ``(start, end)`` with
-  the end exclusive. Absolute: "3 July, 2023", "July 3, 2023", "July 2023", "summer 2021",
-  "in 2022"; relative to ``now``: "yesterday", "today", "last/this week|month|year" and
-  "N days/weeks/months/years ago" (give or take a quarter of N). A bare month or weekday
-  without a year names nothing (it is ambiguous).
-* ``STATE_CUE``: an explicit present-state word (now, currently, still, these days, lately,
-  no longer, ...).
-* ``FORMER_CUE``: a pointer to an earlier state (before, used to, previously, originally,
-  "my old / previous / former / first ..."); with a person cue the query asks what the user's
-  state was, and the superseded fact answers it.
-* ``PAST_CUE``: a past auxiliary or a question about the history of events (did, was, ago,
-  used to, when, how many times, how often, how long, ever, ...).
-* ``PAST_VERB``: a common verb in the simple past (went, saw, taught, bought, happened, ...):
-  "Who taught me chess?" asks about an event even with a person cue and no auxiliary, unless
-  a perfect auxiliary (``PERFECT_CUE``: have, has, 've) makes it a present state ("Where
-  have I moved to?").
-* ``PERSON_CUE``: a first- or second-person word (I, my, we, our, you, ...): the question is
-  about the user. Capitalised "US" is the country, not "us".
-* ``TENSE_NEUTRAL``: the cues above that say nothing of tense by themselves ("before", "when",
-  "how often", "how long"): in a present-tense question about the user with no past marker
-  (``PRESENT_AUX`` and no ``PAST_AUX``: "What do I drink before work?", "How often do I go
-  to the gym?", "When is my wedding?") they ask about the present, not the past.
+Generic English date phrases, no topics, names or dataset phrases: ``named_period(text, now)``
+is the span a query names, as epoch seconds ``(start, end)`` with the end exclusive. Absolute:
+"3 July, 2023", "July 3, 2023", "July 2023", "summer 2021", "in 2022"; relative to ``now``:
+"yesterday", "today", "last/this week|month|year" and "N days/weeks/months/years ago" (give or
+take a quarter of N). A bare month or weekday without a year names nothing (it is ambiguous).
+The words that say whether a query asks about now or the past are the query analyser's
+lexicon (``plugin.memory.recall.plan``).
 """
 
 from __future__ import annotations
@@ -37,19 +20,7 @@ import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
 
-__all__ = [
-    "FORMER_CUE",
-    "PAST_AUX",
-    "PAST_CUE",
-    "PAST_VERB",
-    "PERFECT_CUE",
-    "PERSON_CUE",
-    "PRESENT_AUX",
-    "STATE_CUE",
-    "TENSE_NEUTRAL",
-    "days_from_period",
-    "named_period",
-]
+__all__ = ["days_from_period", "named_period"]
 
 _MONTH_NUMBERS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
 _MONTH_NUMBERS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
@@ -90,57 +61,6 @@ _AGO = re.compile(
 _RELATIVE = re.compile(
     r"\b(yesterday|today|last\s+(?:week|month|year)|this\s+(?:week|month|year))\b", re.IGNORECASE
 )
-
-STATE_CUE = re.compile(
-    r"\b(now|currently|current|these\s+days|nowadays|at\s+the\s+moment|right\s+now|still"
-    r"|anymore|any\s+more|no\s+longer|any\s+longer|at\s+present|presently|lately)\b",
-    re.IGNORECASE,
-)
-"""Explicit present-state words; they win over a past cue ("Where was I living until now?")."""
-
-FORMER_CUE = re.compile(
-    r"\b(before|used\s+to|did\s+(?:i|you|we)\s+use\s+to|previously|formerly|originally"
-    r"|at\s+first|in\s+the\s+past|back\s+then"
-    r"|(?:my|our|your)\s+(?:old|ex|former|previous|first|original))\b",
-    re.IGNORECASE,
-)
-"""Pointers to an earlier state of things: what was true before the latest update."""
-
-PAST_CUE = re.compile(
-    r"\b(did|was|were|had|ago|used\s+to|previously|formerly|originally|back\s+then|at\s+first"
-    r"|first\s+time|before|when|how\s+many\s+times|how\s+often|how\s+long|ever|last\s+time)\b",
-    re.IGNORECASE,
-)
-"""Past auxiliaries, pointers to an earlier time, and questions about when, how often or how
-long events happened: history answers them, not the latest state."""
-
-PAST_VERB = re.compile(
-    r"\b(went|saw|took|gave|came|wrote|ate|drank|drove|flew|ran|sang|swam|began|knew|grew"
-    r"|threw|spoke|broke|chose|forgot|taught|bought|brought|caught|thought|met|told|sold|won"
-    r"|lost|paid|spent|sent|built|heard|happened|visited|started|finished|moved|learned"
-    r"|learnt|decided|tried|asked|adopted|celebrated|attended|graduated)\b",
-    re.IGNORECASE,
-)
-"""Common simple-past verbs: with no perfect auxiliary, the question is about an event."""
-
-PERFECT_CUE = re.compile(r"\b(have|has)\b|'ve\b", re.IGNORECASE)
-"""Perfect auxiliaries: "have moved" is a present state, not a past event."""
-
-PRESENT_AUX = re.compile(r"\b(do|does|am|is|are)\b|'(?:s|re|m)\b", re.IGNORECASE)
-"""Present-tense auxiliaries and copulas ("do I", "is my", "what's", "I'm")."""
-
-PAST_AUX = re.compile(r"\b(did|was|were|had|used\s+to)\b", re.IGNORECASE)
-"""Past auxiliaries and copulas: with one, a question is about the past whatever else it says."""
-
-TENSE_NEUTRAL = frozenset({"before", "when", "how often", "how long"})
-"""Past and former cues that carry no tense: present tense makes them ask about the present."""
-
-PERSON_CUE = re.compile(
-    r"\b(?:(?i:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|we've|our|ours|you|you're"
-    r"|you've|your|yours)|us|Us)\b"
-)
-"""First- and second-person words: the question is about the user (capital "US" is a country)."""
-
 
 def _midnight(year: int, month: int, day: int) -> float:
     return datetime(year, month, day, tzinfo=UTC).timestamp()

@@ -1,0 +1,436 @@
+"""What a query asks for, as a typed plan: its time kind, the period it names, and whom it is about.
+
+``LexiconAnalyser`` reads a query with one language's cue lexicon (``lexicon/<language>.json``,
+data, not code) and returns a ``QueryPlan``:
+
+* **subject**: ``user`` when the query mentions the store's owner, however it is written ("I",
+  "my", "we", "you", "the user", "user", or the owner's name when the user id is one, like
+  ``alice``); ``other`` when it names somebody else (a capitalised word inside the sentence)
+  and not the owner; ``none`` when it names nobody (keywords).
+* **tense**: ``past`` for a past auxiliary (did, was, ...), a common irregular past verb with
+  no perfect auxiliary, or a word in ``-ed`` with no present or perfect auxiliary ("passed",
+  not "Am I married?"); ``present`` for a present auxiliary; else ``none``.
+* **kind**, by these rules, first match wins:
+
+  1. ``period``: the query names a period ("in May 2023", "last week");
+  2. ``former``: a pointer to an earlier state ("used to", "previously", "my old ...") in a
+     query not about somebody else; the tenseless ones ("before") count only outside the
+     present tense ("What do I drink before work?" is about now);
+  3. ``state``: an explicit state word (now, currently, still, these days, ...);
+  4. ``event``: past tense, or a history cue (ago, ever, how many times; the tenseless ones
+     outside the present tense);
+  5. ``state``: about the user, or about nobody in particular;
+  6. ``event``: about somebody else, with no state word.
+
+So "Where do I work?", "Where does the user work?", "Where does Alice work?" (user ``alice``)
+and "user work" get the same plan, and a past cue counts with or without a pronoun.
+
+The plan also carries what matching uses: ``match_text``, the query without the owner's
+mentions (the lexical search's words: "user" or a name would only match how a memory is
+written, not what it says), and ``embed_texts``, the query with the owner written each way a
+memory may write them (first person, "the user", the name), whose embeddings recall averages
+weighted by how the user's own memories write the owner (``form_weights``): a question is
+matched as the memories are written, whichever way the question was asked.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from typing import Literal, Protocol
+
+from kernel.errors import InvalidInputError, shown
+from plugin.memory.index.analyzer import words
+from plugin.memory.time_cues import named_period
+
+__all__ = [
+    "LexiconAnalyser",
+    "PlanKind",
+    "QueryAnalyser",
+    "QueryPlan",
+    "Subject",
+    "Tense",
+    "default_analyser",
+    "form_weights",
+    "owner_name",
+]
+
+PlanKind = Literal["period", "state", "former", "event"]
+Subject = Literal["user", "other", "none"]
+Tense = Literal["past", "present", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """What one query asks for: its time kind and why, whom it is about, and its match texts."""
+
+    kind: PlanKind
+    reason: str
+    """One line naming the cue that chose the kind."""
+    subject: Subject = "none"
+    tense: Tense = "none"
+    cues: tuple[str, ...] = ()
+    """Every cue found, normalised (lower case, single spaces), in the order of the rules."""
+    period: tuple[float, float] | None = None
+    """The span a ``period`` query names, as epoch seconds (end exclusive)."""
+    match_text: str = ""
+    """The query's words for the lexical search (the owner's mentions removed)."""
+    embed_texts: tuple[str, ...] = ()
+    """The texts whose weighted mean embedding is the query's: one per way of writing the
+    owner (``embed_forms``), or the query alone when it does not mention the owner."""
+    embed_forms: tuple[str, ...] = ("query",)
+    """The way each of ``embed_texts`` writes the owner (a key of the lexicon's
+    ``owner_forms``: ``first``, ``third``, ``name``), or ``query`` for the query as written."""
+
+    @property
+    def uses_lexical(self) -> bool:
+        """Whether relevance counts word overlap: every kind does."""
+        return True
+
+    def to_json(self) -> dict[str, object]:
+        """The plan as a JSON object (the period as ISO dates)."""
+        period = None
+        if self.period is not None:
+            period = [datetime.fromtimestamp(edge, UTC).isoformat() for edge in self.period]
+        return {
+            "kind": self.kind,
+            "reason": self.reason,
+            "subject": self.subject,
+            "tense": self.tense,
+            "cues": list(self.cues),
+            "period": period,
+        }
+
+
+class QueryAnalyser(Protocol):
+    """Turns a query into a plan: what recall's ranking is chosen by."""
+
+    def plan(self, query: str, user_id: str, now: datetime) -> QueryPlan:
+        """The plan of ``query`` asked of ``user_id``'s memories at ``now``."""
+        ...
+
+    def form_terms(self, user_id: str) -> dict[str, list[str]]:
+        """The search terms that show a memory writes ``user_id``'s owner each third-person
+        way (by the way's name in the plans' ``embed_forms``)."""
+        ...
+
+
+_SPACE = re.compile(r"\s+")
+_NAME_PART = re.compile(r"[^\W\d_]{2,}")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+_SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+|[\"'(]\s*)$")
+
+
+def owner_name(user_id: str) -> str | None:
+    """The owner's name a user id spells (``alice`` -> ``Alice``, ``mary_jones`` -> ``Mary
+    Jones``), or None for an id that is no name (digits, hex, a single letter)."""
+    parts = re.split(r"[\s._-]+", user_id.strip())
+    if not parts or not all(_NAME_PART.fullmatch(part) for part in parts):
+        return None
+    return " ".join(part.capitalize() for part in parts)
+
+
+def _phrases(words: Sequence[str]) -> str:
+    """An alternation of whole words and phrases, longest first, any whitespace inside."""
+    ordered = sorted(set(words), key=len, reverse=True)
+    return "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word in ordered)
+
+
+def _whole(words: Sequence[str]) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w'])(?:{_phrases(words)})(?![\w'])", re.IGNORECASE)
+
+
+def _normal(cue: str) -> str:
+    return _SPACE.sub(" ", cue.strip().lower())
+
+
+@dataclass(frozen=True, slots=True)
+class _Lexicon:
+    """One language's cues, compiled."""
+
+    state: re.Pattern[str]
+    former: re.Pattern[str]
+    former_modifiers: tuple[str, ...]
+    past_aux: re.Pattern[str]
+    history: re.Pattern[str]
+    tense_neutral: frozenset[str]
+    present_aux: re.Pattern[str]
+    perfect_aux: re.Pattern[str]
+    irregular_past: re.Pattern[str]
+    regular_past: re.Pattern[str]
+    owner_roles: Mapping[str, str]
+    """Each owner word ("{name}" for the owner's name) and its grammatical role."""
+    owner_forms: Mapping[str, Mapping[str, str]]
+    """Each way of writing the owner: the text of each role."""
+    month_words: frozenset[str]
+    """Month and weekday names: capitalised, yet nobody's name."""
+
+
+def _strings(data: Mapping[str, object], key: str, where: str) -> list[str]:
+    value = data.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise InvalidInputError(f"{where}: {key} must be a list of non-empty strings")
+    return list(value)
+
+
+def _mapping(data: Mapping[str, object], key: str, where: str) -> dict[str, object]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise InvalidInputError(f"{where}: {key} must be an object, got {shown(value)}")
+    return value
+
+
+@cache
+def _lexicon(language: str) -> _Lexicon:
+    where = f"lexicon {language!r}"
+    try:
+        text = (
+            resources.files(__package__)
+            .joinpath("lexicon", f"{language}.json")
+            .read_text(encoding="utf-8")
+        )
+    except (FileNotFoundError, OSError):
+        raise InvalidInputError(f"no recall lexicon for language {shown(language)}") from None
+    data = json.loads(text)
+    suffix = data.get("past_suffix")
+    stem = data.get("past_suffix_min_stem")
+    if not isinstance(suffix, str) or not isinstance(stem, int):
+        raise InvalidInputError(f"{where}: past_suffix and past_suffix_min_stem are required")
+    roles = {
+        str(word).lower(): str(role) for word, role in _mapping(data, "owner_words", where).items()
+    }
+    forms = {
+        str(way): {str(role): str(text) for role, text in dict(texts).items()}  # type: ignore[call-overload]
+        for way, texts in _mapping(data, "owner_forms", where).items()
+    }
+    months = {name.lower() for name in (*calendar.month_name, *calendar.day_name) if name}
+    return _Lexicon(
+        state=_whole(_strings(data, "state_words", where)),
+        former=_whole(_strings(data, "former_words", where)),
+        former_modifiers=tuple(_strings(data, "former_modifiers", where)),
+        past_aux=_whole(_strings(data, "past_auxiliaries", where)),
+        history=_whole(_strings(data, "history_words", where)),
+        tense_neutral=frozenset(_normal(cue) for cue in _strings(data, "tense_neutral", where)),
+        present_aux=_present_pattern(_strings(data, "present_auxiliaries", where)),
+        perfect_aux=_present_pattern(_strings(data, "perfect_auxiliaries", where)),
+        irregular_past=_whole(_strings(data, "irregular_past", where)),
+        regular_past=re.compile(rf"\b[^\W\d_]{{{stem},}}{re.escape(suffix)}\b", re.IGNORECASE),
+        owner_roles=roles,
+        owner_forms=forms,
+        month_words=frozenset(months),
+    )
+
+
+def _present_pattern(words: Sequence[str]) -> re.Pattern[str]:
+    """Auxiliaries, where a clitic ("'s", "'ve") matches at a word's end ("what's", "I've")."""
+    clitics = [word for word in words if word.startswith("'")]
+    whole = [word for word in words if not word.startswith("'")]
+    parts = [rf"(?<![\w'])(?:{_phrases(whole)})(?![\w'])"] if whole else []
+    if clitics:
+        parts.append(rf"(?<=\w)(?:{_phrases(clitics)})\b")
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+class LexiconAnalyser:
+    """The query analyser of one language's lexicon (``lexicon/<language>.json``)."""
+
+    def __init__(self, language: str = "en") -> None:
+        """Read ``language``'s lexicon (English by default); refuse one that is not shipped."""
+        self._lexicon = _lexicon(language)
+        self.language = language
+
+    def _owner(self, user_id: str) -> tuple[re.Pattern[str], str | None]:
+        name = owner_name(user_id)
+        words: dict[str, str] = {}
+        for word, role in self._lexicon.owner_roles.items():
+            if "{name}" in word:
+                if name is None:
+                    continue
+                for part in {name, *name.split()}:
+                    words[word.replace("{name}", part.lower())] = role
+            else:
+                words[word] = role
+        return _whole(list(words)), name
+
+    def plan(self, query: str, user_id: str, now: datetime) -> QueryPlan:
+        """The plan of ``query`` asked of ``user_id``'s memories at ``now`` (module doc)."""
+        lex = self._lexicon
+        owner, name = self._owner(user_id)
+        # "US" in capitals is the country, not "us"
+        mentions = [found for found in owner.finditer(query) if found.group(0) != "US"]
+        subject: Subject = "user" if mentions else ("other" if self._other(query, name) else "none")
+        texts = self._forms(query, mentions, name)
+        match_text = _SPACE.sub(" ", _cut(query, mentions)).strip()
+        period = named_period(query, now)
+        tense, tense_cue = self._tense(query)
+        present = tense == "present"
+        former = self._former(query, mentions, present)
+        state = lex.state.search(query)
+        state_cue = None if state is None else _normal(state.group(0))
+        history = self._history(query, present)
+        cues = tuple(
+            dict.fromkeys(
+                cue
+                for cue in ("period" if period else None, former, state_cue, tense_cue, history)
+                if cue is not None
+            )
+        )
+
+        def planned(kind: PlanKind, reason: str) -> QueryPlan:
+            return QueryPlan(
+                kind,
+                reason,
+                subject,
+                tense,
+                cues,
+                period,
+                match_text or query,
+                tuple(texts.values()),
+                tuple(texts),
+            )
+
+        if period is not None:
+            return planned("period", "names a period")
+        if former is not None and subject != "other":
+            return planned("former", f"earlier state ({former!r})")
+        if state_cue is not None:
+            return planned("state", f"state word {state_cue!r}")
+        if tense == "past":
+            return planned("event", f"past tense ({tense_cue!r})")
+        if history is not None:
+            return planned("event", f"history cue {history!r}")
+        if subject == "other":
+            return planned("event", "about someone else, no state word")
+        about = "about the user" if subject == "user" else "about no one in particular"
+        return planned("state", f"{about}, no past cue")
+
+    def _tense(self, query: str) -> tuple[Tense, str | None]:
+        lex = self._lexicon
+        found = lex.past_aux.search(query)
+        if found is not None:
+            return "past", _normal(found.group(0))
+        perfect = lex.perfect_aux.search(query) is not None
+        present = lex.present_aux.search(query)
+        if not perfect:
+            found = lex.irregular_past.search(query)
+            if found is not None:
+                return "past", _normal(found.group(0))
+            if present is None:
+                found = lex.regular_past.search(query)
+                if found is not None:
+                    return "past", _normal(found.group(0))
+        if present is not None:
+            return "present", None
+        return "none", None
+
+    def _former(self, query: str, mentions: Sequence[re.Match[str]], present: bool) -> str | None:
+        lex = self._lexicon
+        for found in lex.former.finditer(query):
+            cue = _normal(found.group(0))
+            if not (present and cue in lex.tense_neutral):
+                return cue
+        for mention in mentions:  # "my old job", "the user's previous car", "Alice's first"
+            if lex.owner_roles.get(self._role_key(mention.group(0))) != "possessive":
+                continue
+            after = query[mention.end() :].split()
+            if after and after[0].lower().strip(",.?!") in lex.former_modifiers:
+                return f"{_normal(mention.group(0))} {after[0].lower().strip(',.?!')}"
+        return None
+
+    def _history(self, query: str, present: bool) -> str | None:
+        lex = self._lexicon
+        for found in lex.history.finditer(query):
+            cue = _normal(found.group(0))
+            if not (present and cue in lex.tense_neutral):
+                return cue
+        return None
+
+    def _other(self, query: str, name: str | None) -> bool:
+        """Whether ``query`` names somebody other than the owner: a capitalised word that
+        does not open the sentence and is no owner's name, month or weekday."""
+        owner = set() if name is None else {part.lower() for part in name.split()}
+        for found in _CAPITALISED.finditer(query):
+            word = found.group(0).removesuffix("'s").lower()
+            if _SENTENCE_START.search(query[: found.start()]):
+                continue
+            if word in owner or word in self._lexicon.month_words or word == "i":
+                continue
+            return True
+        return False
+
+    def _role_key(self, text: str) -> str:
+        key = _normal(text)
+        if key in self._lexicon.owner_roles:
+            return key
+        return "{name}'s" if key.endswith("'s") else "{name}"
+
+    def _forms(
+        self, query: str, mentions: Sequence[re.Match[str]], name: str | None
+    ) -> dict[str, str]:
+        """The query with its owner mentions written each way (first person, third, the
+        name), by the way's name; the query alone (``query``) when it mentions no owner."""
+        if not mentions:
+            return {"query": query}
+        texts: dict[str, str] = {}
+        for way, roles in self._lexicon.owner_forms.items():
+            if any("{name}" in text for text in roles.values()) and name is None:
+                continue
+            pieces: list[str] = []
+            last = 0
+            for mention in mentions:
+                role = self._lexicon.owner_roles[self._role_key(mention.group(0))]
+                pieces += [query[last : mention.start()], roles[role].replace("{name}", name or "")]
+                last = mention.end()
+            pieces.append(query[last:])
+            texts[way] = "".join(pieces)
+        return texts
+
+    def form_terms(self, user_id: str) -> dict[str, list[str]]:
+        """The search terms that show a memory writes its owner each third-person way: the
+        lexicon's ``third`` form ("user") and the owner's name, when the user id spells one."""
+        name = owner_name(user_id)
+        found: dict[str, list[str]] = {}
+        for way, roles in self._lexicon.owner_forms.items():
+            text = roles.get("subject", "")
+            if "{name}" in text:
+                if name is None:
+                    continue
+                text = text.replace("{name}", name)
+            terms = words(text)
+            if terms and way != "first":
+                found[way] = terms
+        return found
+
+
+def _cut(query: str, mentions: Sequence[re.Match[str]]) -> str:
+    """``query`` without the ``mentions`` (each replaced by a space)."""
+    pieces, last = [], 0
+    for mention in mentions:
+        pieces += [query[last : mention.start()], " "]
+        last = mention.end()
+    return "".join([*pieces, query[last:]])
+
+
+def form_weights(forms: Sequence[str], memories: int, holding: Mapping[str, int]) -> list[float]:
+    """How much each way of writing the owner weighs in a query's embedding: the share of the
+    user's ``memories`` written that way (``holding``: how many hold each third-person way's
+    terms; first person is the rest), so a question is matched as the memories are written.
+    ``query`` (no owner mentioned) weighs 1; with no memories every way weighs alike."""
+    if memories <= 0:
+        return [1.0] * len(forms)
+    shares = {way: min(1.0, count / memories) for way, count in holding.items()}
+    shares["first"] = max(0.0, 1.0 - sum(shares.values()))
+    weights = [1.0 if way == "query" else shares.get(way, 0.0) for way in forms]
+    return weights if sum(weights) > 0 else [1.0] * len(forms)
+
+
+@cache
+def default_analyser() -> LexiconAnalyser:
+    """The English analyser recall uses unless given another."""
+    return LexiconAnalyser("en")
