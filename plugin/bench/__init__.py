@@ -6,6 +6,7 @@ BENCHMARK_MODULES: tuple[str, ...] = (
     "index",
     "ingest",
     "locomo",
+    "longmemeval",
     "recall",
     "scoring",
     "startup",

@@ -1,18 +1,9 @@
 """``affect-memory bench locomo``: retrieval quality on LoCoMo through the product's public API.
 
 Every conversation is ingested into a real Chroma store through ``ChromaMemory.add`` (its
-lexical index filled by the same writes), and each question is asked of six systems, paired
-on the same embeddings (every text is embedded once, and the vectors are cached on disk):
-
-* ``cosine``: Chroma's nearest memories (``ChromaMemory.candidates``), plain vector search;
-* ``BM25 (plain)``: the protocol's BM25 baseline, unstemmed (``plugin.bench.plain_bm25``),
-  the one the issue's goal is judged against;
-* ``BM25 (index)``: the memory index's own lexical search alone (it folds and stems);
-* ``RRF (BM25 + cosine)``: reciprocal-rank fusion of the two plain retrievers, the fusion
-  baseline the issue sets (``1 / (60 + rank)`` summed over each one's best 64);
-* ``dense recall (before)``: ``recall`` with ``DENSE_RECALL``, the ranking before issue 12
-  (the nearest 32, calendar recency, the kernel's default weights);
-* ``recall (default)``: ``recall`` with its defaults.
+lexical index filled by the same writes), and each question is asked of the six systems of
+``plugin.bench.rankers``, paired on the same embeddings (every text is embedded once, and the
+vectors are cached on disk); plain BM25 is the baseline the issue's goal is judged against.
 
 It prints MRR@10, R@1/5/10 and hit@5 per system, overall and per category, MRR@10 by the age
 of the evidence, and how many evidence memories the default candidate pool holds.
@@ -23,7 +14,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,150 +31,20 @@ from plugin.bench.locomo_metrics import (
     question_score,
     summarize,
 )
-from plugin.bench.plain_bm25 import PlainBm25
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, DENSE_RECALL, RecallSettings
+from plugin.bench.rankers import STANDARD_SYSTEMS, Ranker
+from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 from plugin.memory.store import ChromaMemory
 from plugin.models.cache import cache_dir
 from plugin.models.embeddings import default_embedder
 
-__all__ = [
-    "DEFAULT_DATA",
-    "STANDARD_SYSTEMS",
-    "Ranker",
-    "bm25_ranker",
-    "cosine_ranker",
-    "measure_locomo",
-    "plain_bm25_ranker",
-    "recall_ranker",
-    "reciprocal_rank_fusion",
-    "register",
-    "rrf_ranker",
-]
+__all__ = ["DEFAULT_DATA", "measure_locomo", "register"]
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo-dev"
 """Where the dev half lies beside the repository (``../shared/data/locomo-dev``)."""
 
-CUTOFF = 10
-"""Every system returns its best 10 memories per question (the metrics stop at 10)."""
-
-RRF_K = 60
-"""Reciprocal-rank fusion's constant (Cormack et al. 2009): a rank r counts 1 / (60 + r)."""
-
-RRF_DEPTH = 64
-"""How many of each retriever's best memories reciprocal-rank fusion reads."""
-
-Ranker = Callable[[ChromaMemory, LocomoConversation, bool], list[list[str]]]
-"""Ranks one conversation's questions: memory ids, best first, one list per question."""
-
 
 def _bar(items: Sequence[Any], label: str, progress: bool) -> Any:
     return tqdm(items, desc=label, unit="q", disable=not progress, leave=False)
-
-
-def cosine_ranker(
-    memory: ChromaMemory, conversation: LocomoConversation, progress: bool
-) -> list[list[str]]:
-    """Plain vector search: Chroma's nearest memories in distance order."""
-    return [
-        [c.id for c in memory.candidates(q.text, conversation.user_id, candidates=CUTOFF)]
-        for q in _bar(conversation.questions, f"cosine {conversation.user_id}", progress)
-    ]
-
-
-def bm25_ranker(
-    memory: ChromaMemory, conversation: LocomoConversation, progress: bool
-) -> list[list[str]]:
-    """Plain lexical search: the memory index's BM25 ranking alone."""
-    return [
-        list(memory.index.lexical_search(conversation.user_id, q.text, CUTOFF).ids)
-        for q in _bar(conversation.questions, f"BM25 {conversation.user_id}", progress)
-    ]
-
-
-def plain_bm25_ranker(
-    memory: ChromaMemory, conversation: LocomoConversation, progress: bool
-) -> list[list[str]]:
-    """The protocol's plain BM25 over the conversation's texts (no embeddings, no store)."""
-    index = PlainBm25(
-        [r["id"] for r in conversation.records], [r["text"] for r in conversation.records]
-    )
-    return [
-        index.top(q.text, CUTOFF)
-        for q in _bar(conversation.questions, f"plain BM25 {conversation.user_id}", progress)
-    ]
-
-
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], limit: int) -> list[str]:
-    """The ``limit`` ids with the highest ``sum 1 / (RRF_K + rank)`` over ``rankings`` (rank
-    1 first; ties by first appearance)."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, ident in enumerate(ranking, start=1):
-            scores[ident] = scores.get(ident, 0.0) + 1.0 / (RRF_K + rank)
-    return sorted(scores, key=lambda ident: -scores[ident])[:limit]
-
-
-def rrf_ranker(
-    memory: ChromaMemory, conversation: LocomoConversation, progress: bool
-) -> list[list[str]]:
-    """Reciprocal-rank fusion of plain BM25 and cosine, each one's best ``RRF_DEPTH``."""
-    index = PlainBm25(
-        [r["id"] for r in conversation.records], [r["text"] for r in conversation.records]
-    )
-    user = conversation.user_id
-    return [
-        reciprocal_rank_fusion(
-            [
-                index.top(q.text, RRF_DEPTH),
-                [c.id for c in memory.candidates(q.text, user, candidates=RRF_DEPTH)],
-            ],
-            CUTOFF,
-        )
-        for q in _bar(conversation.questions, f"RRF {user}", progress)
-    ]
-
-
-def recall_ranker(settings: RecallSettings) -> Ranker:
-    """``recall`` with ``settings``, all of a conversation's questions in one batch."""
-
-    def rank(
-        memory: ChromaMemory, conversation: LocomoConversation, progress: bool
-    ) -> list[list[str]]:
-        questions = conversation.questions
-        ranked: list[list[str]] = []
-        step = 50
-        bar = tqdm(
-            total=len(questions),
-            desc=f"recall {conversation.user_id}",
-            unit="q",
-            disable=not progress,
-            leave=False,
-        )
-        with bar:
-            for start in range(0, len(questions), step):
-                batch = [
-                    {"query": q.text, "user_id": conversation.user_id}
-                    for q in questions[start : start + step]
-                ]
-                results = memory.recall_many(
-                    batch, now=conversation.now, top_k=CUTOFF, settings=settings
-                )
-                ranked.extend([hit.id for hit in result.results] for result in results)
-                bar.update(len(batch))
-        return ranked
-
-    return rank
-
-
-STANDARD_SYSTEMS: dict[str, Ranker] = {
-    "cosine": cosine_ranker,
-    "BM25 (plain)": plain_bm25_ranker,
-    "BM25 (index)": bm25_ranker,
-    "RRF (BM25 + cosine)": rrf_ranker,
-    "dense recall (before)": recall_ranker(DENSE_RECALL),
-    "recall (default)": recall_ranker(DEFAULT_RECALL_SETTINGS),
-}
-"""The systems the benchmark compares, in table order."""
 
 
 def _evidence_ages(conversation: LocomoConversation) -> list[float]:

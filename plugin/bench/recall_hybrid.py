@@ -25,9 +25,9 @@ from plugin.bench.common import BENCH_NOW, TableEmbedder, summary_ms
 from plugin.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
 from plugin.memory.life_topics import topic_phrases
 from plugin.memory.ranking import rank_rows
+from plugin.memory.recall.plan import default_analyser
 from plugin.memory.settings import DENSE_RECALL
 from plugin.memory.store import ChromaMemory
-from plugin.memory.time_rule import classify_query
 from plugin.models.embeddings import Embedder, check_embeddings
 
 __all__ = ["HYBRID_RATIO_TARGET", "format_hybrid", "measure_hybrid"]
@@ -112,7 +112,7 @@ def measure_hybrid(
                 hybrid.append(hybrid_ns)
                 for name, values in parts.items():
                     values.append(seen.get(name, 0))
-                kind = classify_query(text, BENCH_NOW).kind
+                kind = default_analyser().plan(text, _USER, BENCH_NOW).kind
                 rules[kind] = rules.get(kind, 0) + 1
     finally:
         memory.close()

@@ -6,9 +6,10 @@ replaced it shares few of the question's words and less of its cosine ("Tyler mo
 full-time"). The update is about the same thing as the fact it replaces, though, so it
 resembles that memory more than it resembles the question. So the current-state rule blends
 each pool member's cosine with the query and its cosine with the query's *closest* member,
-the pool member of highest cosine, at ``FEEDBACK_WEIGHT`` (pseudo-relevance feedback, as in
-Rocchio's, from one member). The closest member keeps its own cosine: it would otherwise gain
-from resembling itself. No words, topics or data: only the embeddings the pool already holds.
+the pool member of highest cosine, at the settings' ``feedback_weight`` (pseudo-relevance
+feedback, as in Rocchio's, from one member). The closest member keeps its own cosine: it
+would otherwise gain from resembling itself. No words, topics or data: only the embeddings
+the pool already holds.
 """
 
 from __future__ import annotations
@@ -18,15 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FEEDBACK_WEIGHT", "Feedback", "closest_feedback"]
+__all__ = ["Feedback", "closest_feedback"]
 
 FloatArray = npt.NDArray[np.float64]
-
-FEEDBACK_WEIGHT = 0.15
-"""A current-state query's cosine of a memory is 0.85 times its cosine with the query plus
-0.15 times its cosine with the query's closest memory: chosen among a few weights and variants
-on 25 sets of ``fixtures/stale_current`` and kept on four written after, under a rule declared
-before they were scored (README, "Stale versus current")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +29,7 @@ class Feedback:
     """Each member's cosine blended with its resemblance to the query's closest member."""
 
     cosines: FloatArray
-    """``(1 - FEEDBACK_WEIGHT) * cosine + FEEDBACK_WEIGHT * closest``, per member."""
+    """``(1 - weight) * cosine + weight * closest``, per member."""
     closest: FloatArray
     """Each member's cosine with the closest member (the closest member's own: its cosine
     with the query; a member without an embedding: its cosine with the query too)."""
@@ -43,9 +38,9 @@ class Feedback:
 
 
 def closest_feedback(
-    cosines: FloatArray, members: npt.ArrayLike, present: npt.NDArray[np.bool_]
+    cosines: FloatArray, members: npt.ArrayLike, present: npt.NDArray[np.bool_], weight: float
 ) -> Feedback:
-    """The feedback of a pool's closest member on every member.
+    """The feedback of a pool's closest member on every member, at ``weight``.
 
     ``cosines`` are the members' cosines with the query, ``members`` their embeddings (one
     row each) and ``present`` which rows hold one; a member without one keeps its cosine.
@@ -61,5 +56,5 @@ def closest_feedback(
     unit = rows / np.where(norms > 0, norms, 1.0)[:, None]
     resemblance = np.where(present, unit @ unit[closest_at], cosines)
     resemblance[closest_at] = cosines[closest_at]
-    blended = (1.0 - FEEDBACK_WEIGHT) * cosines + FEEDBACK_WEIGHT * resemblance
+    blended = (1.0 - weight) * cosines + weight * resemblance
     return Feedback(blended, resemblance, closest_at)

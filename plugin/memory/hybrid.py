@@ -61,12 +61,11 @@ from plugin.memory.pool import (
 )
 from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
 from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
+from plugin.memory.recall.plan import QueryPlan
 from plugin.memory.results import RecallHit
 from plugin.memory.rows import StoredRows, rows_from_query
 from plugin.memory.settings import RecallSettings
 from plugin.memory.time_rule import (
-    QueryTime,
-    classify_query,
     rule_ages,
     rule_anchor,
     rule_reasons,
@@ -90,6 +89,8 @@ class RankedQuery:
     explanation: Explanation
     pool: int
     """How many memories the query's pool held."""
+    plan: QueryPlan | None = None
+    """What the query was read as asking (None: the dense ranking)."""
 
     @classmethod
     def empty(cls, skipped: tuple[str, ...] = ()) -> RankedQuery:
@@ -155,6 +156,8 @@ class _Relevance:
     dense: FloatArray | None = None
     bm25: FloatArray | None = None
     lexical: FloatArray | None = None
+    share: FloatArray | None = None
+    """A current-state question's share of the query each member matches (``lexical_share``)."""
     fused: FloatArray | None = None
     topic: FloatArray | None = None
     """A current-state question's topic agreement of each member with the query."""
@@ -200,6 +203,7 @@ class HybridRecall:
         queries: Sequence[str],
         vectors: FloatArray,
         *,
+        plans: Sequence[QueryPlan | None],
         now: datetime,
         moods: Sequence[float],
         top_k: int,
@@ -208,7 +212,8 @@ class HybridRecall:
         congruence_on: bool = True,
         whole_pool: bool = False,
     ) -> list[RankedQuery]:
-        """The ranking of each query (embedded as ``vectors``) over ``user_id``'s memories.
+        """The ranking of each query (embedded as ``vectors``, planned as ``plans``: None for
+        the ``dense`` ranking) over ``user_id``'s memories.
 
         ``weights`` override the settings' own; at least ``top_k`` nearest memories are
         fetched whatever ``settings.dense_candidates`` says. With ``whole_pool`` every pool
@@ -216,7 +221,7 @@ class HybridRecall:
         """
         collection = self._collections.of(user_id, create=False)
         if collection is None or not len(queries):
-            return [RankedQuery.empty() for _ in queries]
+            return [replace(RankedQuery.empty(), plan=plan) for plan in plans]
         with self._collections.backend("query memories"):
             start = perf_counter()
             result = collection.query(
@@ -228,20 +233,20 @@ class HybridRecall:
         pools = dense_pools(result, f"a query of user {user_id!r}")
         newest: list[float | None] = []
         ranked = []
-        for query, vector, pool, mood in zip(queries, vectors, pools, moods, strict=True):
+        for vector, pool, mood, rule in zip(vectors, pools, moods, plans, strict=True):
             scoring = _Scoring(
                 now, mood, top_k, settings, weights or settings.weights, congruence_on, whole_pool
             )
-            rule = classify_query(query, now) if settings.ranking == "hybrid" else None
             if rule is not None and rule.kind == "state" and not newest:
                 newest.append(self._index.newest_epoch(user_id))
             if rule is not None and rule.uses_lexical and settings.lexical_candidates > 0:
-                pool = self._with_lexical(collection, user_id, query, vector, pool, settings)
-            ranked.append(
-                self._rank_pool(
-                    collection, user_id, pool, vector, rule, newest[0] if newest else None, scoring
+                pool = self._with_lexical(
+                    collection, user_id, rule.match_text, vector, pool, settings
                 )
+            found = self._rank_pool(
+                collection, user_id, pool, vector, rule, newest[0] if newest else None, scoring
             )
+            ranked.append(replace(found, plan=rule))
         return ranked
 
     def _with_lexical(
@@ -274,7 +279,7 @@ class HybridRecall:
         user_id: str,
         pool: QueryPool,
         vector: FloatArray,
-        rule: QueryTime | None,
+        rule: QueryPlan | None,
         newest_epoch: float | None,
         scoring: _Scoring,
     ) -> RankedQuery:
@@ -295,21 +300,28 @@ class HybridRecall:
         known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
         upper = relevance
         if gains:  # feedback, the topic term (``TOPIC_WEIGHT``) and the change gain
-            relevance = self._with_members(collection, pool, vector, rehearsal, relevance)
+            relevance = self._with_members(
+                collection, pool, vector, rehearsal, relevance, scoring.settings
+            )
             texts = indexed.texts if indexed is not None else [None] * len(pool)
             reports = np.array(
                 [bool(k) and change_word(t) is not None for k, t in zip(known, texts, strict=True)],
                 dtype=bool,
             )
-            cosine, topics = relevance.state_cosine, relevance.topic
-            relevance = _with_similarity(relevance, state_similarity(cosine, reports, topics))
+            cosine, topics, shares = relevance.state_cosine, relevance.topic, relevance.share
+            settings = scoring.settings
+            relevance = _with_similarity(
+                relevance, state_similarity(cosine, reports, settings, topics, shares)
+            )
             # one whose text the index lacks may report a change: its ceiling assumes it does
             upper = _with_similarity(
-                relevance, state_similarity(cosine, reports | ~known, topics)
+                relevance, state_similarity(cosine, reports | ~known, settings, topics, shares)
             )
         if rule is not None:  # the state and former rules age from a relevant member's date
-            newest_epoch = rule_anchor(rule, epochs, relevance.similarity, newest_epoch)
-        ages = _ages(rule, epochs, scoring.now, newest_epoch)
+            newest_epoch = rule_anchor(
+                rule, epochs, relevance.similarity, newest_epoch, scoring.settings
+            )
+        ages = _ages(rule, epochs, scoring.now, newest_epoch, scoring.settings)
         ceilings = score_ceilings(
             upper.distances,
             ages,
@@ -357,8 +369,10 @@ class HybridRecall:
             if gains:  # the texts read from Chroma decide their gain now
                 said = np.array([change_word(_text(t)) is not None for t in texts], dtype=bool)
                 topics = None if relevance.topic is None else relevance.topic[at]
+                shares = None if relevance.share is None else relevance.share[at]
                 cosines = relevance.state_cosine[at]
-                distances = 2.0 * (1.0 - state_similarity(cosines, said, topics))
+                similarity = state_similarity(cosines, said, scoring.settings, topics, shares)
+                distances = 2.0 * (1.0 - similarity)
             rows = rows_from_query(
                 kept,
                 texts,
@@ -386,6 +400,7 @@ class HybridRecall:
         vector: FloatArray,
         rehearsal: Rehearsal,
         relevance: _Relevance,
+        settings: RecallSettings,
     ) -> _Relevance:
         """``relevance`` with the closest member's feedback on each member and each member's
         topic agreement with the query, from the embedding the index holds of it, or Chroma's
@@ -404,14 +419,14 @@ class HybridRecall:
                 found = chroma_vector(chroma.get(pool.ids[at]), dimension)
                 if found is not None:
                     members[at], present[at] = found, True
-        feedback = closest_feedback(relevance.cosine, members, present)
+        feedback = closest_feedback(relevance.cosine, members, present, settings.feedback_weight)
         if feedback.closest_at is not None:  # else no member has a vector: no feedback
             relevance = replace(relevance, closest=feedback.closest, feedback=feedback.cosines)
         if self._topics is None:
             return relevance
         space = self._topics()
         # one product over the whole pool whichever store each vector came from (same bits)
-        agreed, topic = space.agreement(vector, members)
+        agreed, topic = space.agreement(vector, members, settings.topic_temperature)
         return replace(relevance, topic=np.where(present, agreed, 0.0), query_topic=topic)
 
     def _read(
@@ -434,13 +449,14 @@ class HybridRecall:
         at: npt.NDArray[np.intp],
         relevance: _Relevance,
         rehearsal: Rehearsal,
-        rule: QueryTime | None,
+        rule: QueryPlan | None,
         newest_epoch: float | None,
         scoring: _Scoring,
     ) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
         columns = rows.columns
         calendar = (scoring.now.timestamp() - columns.epochs) / SECONDS_PER_DAY
-        ages = _ages(rule, columns.epochs, scoring.now, newest_epoch)
+        ages = _ages(rule, columns.epochs, scoring.now, newest_epoch, scoring.settings)
+        changes: list[str | None] | None = None
         if rule is None:
             reasons = [CALENDAR_RULE] * len(rows)
         elif rule.kind == "state":
@@ -449,9 +465,19 @@ class HybridRecall:
             if relevance.topic is not None and relevance.query_topic is not None:
                 topics = (relevance.topic[at], relevance.query_topic)
             closest = None if relevance.closest is None else relevance.closest[at]
-            reasons = rule_reasons(rule, ages, relevance.cosine[at], changes, topics, closest)
+            shares = None if relevance.share is None else relevance.share[at]
+            reasons = rule_reasons(
+                rule,
+                ages,
+                relevance.cosine[at],
+                scoring.settings,
+                changes=changes,
+                topics=topics,
+                closest=closest,
+                shares=shares,
+            )
         else:
-            reasons = rule_reasons(rule, ages, relevance.cosine[at])
+            reasons = rule_reasons(rule, ages, relevance.cosine[at], scoring.settings)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
         rows = replace(rows, columns=replace(columns, recall_counts=counts, ages_days=ages))
         ranked = rank_columns(
@@ -478,20 +504,46 @@ class HybridRecall:
             fused=part(relevance.fused),
             topic=part(relevance.topic),
             closest=part(relevance.closest),
+            share=part(relevance.share),
+            changes=changes,
+            plan=None if rule is None else rule.kind,
+            weights=_rule_weights(rule, scoring.settings, relevance.bm25 is not None),
         )
         chosen = len(ranked.order)
         kth = float(ranked.scores.score[ranked.order[-1]]) if chosen >= scoring.top_k else -np.inf
         return RankedPrefix((rows, ranked, explanation), chosen, kth)
 
 
+def _rule_weights(
+    rule: QueryPlan | None, settings: RecallSettings, lexical: bool
+) -> dict[str, float]:
+    """The weights a plan's relevance was made with, by the part they weigh."""
+    if rule is None:
+        return {}
+    if rule.kind == "state":
+        return {
+            "cosine": 1.0 - settings.state_lexical_weight,
+            "words_matched": settings.state_lexical_weight,
+            "closest": settings.feedback_weight,
+            "topic": settings.topic_weight,
+            "change_gain": settings.change_gain,
+        }
+    weight = settings.lexical_weight if lexical else 0.0
+    return {"lexical": weight, "dense": 1.0 - weight}
+
+
 def _ages(
-    rule: QueryTime | None, epochs: FloatArray, now: datetime, newest_epoch: float | None
+    rule: QueryPlan | None,
+    epochs: FloatArray,
+    now: datetime,
+    newest_epoch: float | None,
+    settings: RecallSettings,
 ) -> FloatArray:
     """The age each memory is scored at: its rule's, or (the dense ranking) the calendar's."""
     if rule is None:
         calendar: FloatArray = np.maximum(0.0, (now.timestamp() - epochs) / SECONDS_PER_DAY)
         return calendar
-    return rule_ages(rule, epochs, now, newest_epoch)
+    return rule_ages(rule, epochs, now, newest_epoch, settings)
 
 
 def _text(value: object) -> str | None:
@@ -503,20 +555,29 @@ def _with_similarity(relevance: _Relevance, similarity: FloatArray) -> _Relevanc
     return replace(relevance, similarity=similarity, distances=2.0 * (1.0 - similarity))
 
 
-def _relevance(pool: QueryPool, rule: QueryTime | None, settings: RecallSettings) -> _Relevance:
+def _relevance(pool: QueryPool, rule: QueryPlan | None, settings: RecallSettings) -> _Relevance:
     """The pool's relevance under its rule, and the kernel distances that carry it."""
     cosine = 1.0 - pool.distances
     if rule is None:  # the dense ranking: Chroma's distance as is
         return _Relevance(1.0 - pool.distances / 2.0, pool.distances, pool.distances, cosine)
-    if not rule.uses_lexical:  # a current-state question: the cosine (``_rank_pool`` adds the
-        # topic term and the change gain)
-        similarity = np.clip(cosine, 0.0, 1.0)
-        return _Relevance(similarity, 2.0 * (1.0 - similarity), pool.distances, cosine)
+    if rule.kind == "state":  # the cosine and the share of the query matched (``_rank_pool``
+        # adds feedback, the topic term and the change gain)
+        share = pool.lexical_share()
+        weight = settings.state_lexical_weight
+        similarity = (1.0 - weight) * np.clip(cosine, 0.0, 1.0) + weight * share
+        return _Relevance(
+            similarity,
+            2.0 * (1.0 - similarity),
+            pool.distances,
+            cosine,
+            bm25=pool.bm25,
+            share=share,
+        )
     if pool.bm25 is None:  # no lexical search (no lexical candidates): the dense part alone
         bm25, weight = np.zeros(len(pool), dtype=np.float64), 0.0
     else:
         bm25, weight = pool.bm25, settings.lexical_weight
-    parts = fuse(bm25, cosine, weight)
+    parts = fuse(pool.lexical_share(), cosine, weight)
     return _Relevance(
         parts.fused,
         2.0 * (1.0 - parts.fused),

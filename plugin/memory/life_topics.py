@@ -6,14 +6,15 @@ kitchen.": 0.20), while unrelated recent chatter scores as high ("I'm doing an o
 in the evenings.": 0.29). Both the question and the update are, though, about
 the same part of a life (work), and the small embedding model tells that apart better than
 it matches a question to its answer. So the current-state rule adds to a memory's cosine
-``plugin.memory.time_rule.TOPIC_WEIGHT`` times its *topic agreement* with the query.
+the settings' ``topic_weight`` times its *topic agreement* with the query.
 
 ``LIFE_TOPICS`` is a generic, hand-written list of life domains (home, work, partner, food,
 health, transport, ...), each described by a few short phrases, written from general
 knowledge rather than from any data set's questions. A text's topic is the softmax of its
-cosine with each domain's prototype (the unit mean of its phrases' embeddings) at
-``TOPIC_TEMPERATURE``; the agreement of two texts is the dot product of their topics: near 1
-when both are surely about one domain, near 0 when they are about different ones. The
+cosine with each domain's prototype (the unit mean of its phrases' embeddings) at the
+settings' ``topic_temperature``; the agreement of two texts is the dot product of their
+topics: near 1 when both are surely about one domain, near 0 when they are about different
+ones. The
 prototypes are embedded once by the store's own embedder, so any model works.
 """
 
@@ -27,7 +28,7 @@ import numpy.typing as npt
 
 from plugin.models.embeddings import Embedder, check_embeddings, group_centroids
 
-__all__ = ["LIFE_TOPICS", "TOPIC_TEMPERATURE", "TopicSpace", "topic_phrases"]
+__all__ = ["LIFE_TOPICS", "TopicSpace", "topic_phrases"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -89,10 +90,6 @@ LIFE_TOPICS: Mapping[str, tuple[str, ...]] = {
 }  # fmt: skip
 """Life domains and the phrases that describe each (generic English, no names or data)."""
 
-TOPIC_TEMPERATURE = 0.05
-"""Softmax temperature over a text's cosines with the prototypes: cosines 0.05 apart weigh
-e times apart, so a text leans on its one or two nearest domains."""
-
 
 def topic_phrases() -> list[str]:
     """Every phrase of ``LIFE_TOPICS``, domain by domain (what ``TopicSpace.of`` embeds)."""
@@ -123,26 +120,29 @@ class TopicSpace:
         """The embedder's dimension: vectors of another length have no topic here."""
         return int(self.prototypes.shape[1])
 
-    def topics(self, vectors: npt.ArrayLike) -> FloatArray:
-        """Each vector's distribution over the domains (rows sum to 1)."""
+    def topics(self, vectors: npt.ArrayLike, temperature: float) -> FloatArray:
+        """Each vector's distribution over the domains at ``temperature`` (rows sum to 1)."""
         array = np.asarray(vectors, dtype=np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", array, array)).astype(np.float64)
         # the cosines, scaled after the product (a pool's vectors are many, the domains few)
         products = (array @ self.prototypes.T).astype(np.float64)
-        logits = products / (np.where(norms > 0, norms, 1.0)[:, None] * TOPIC_TEMPERATURE)
+        logits = products / (np.where(norms > 0, norms, 1.0)[:, None] * temperature)
         weights = np.exp(logits - logits.max(axis=1, keepdims=True))
         shares: FloatArray = weights / weights.sum(axis=1, keepdims=True)
         return shares
 
-    def agreement(self, query: npt.ArrayLike, members: npt.ArrayLike) -> tuple[FloatArray, str]:
+    def agreement(
+        self, query: npt.ArrayLike, members: npt.ArrayLike, temperature: float
+    ) -> tuple[FloatArray, str]:
         """How surely each of ``members`` is about the same domain as ``query``, in [0, 1],
-        and the domain ``query`` most likely is about (for the hit's explanation)."""
-        query_topic = self.topics(np.asarray(query)[None, :])[0]
+        and the domain ``query`` most likely is about (for the hit's explanation), with
+        topics at ``temperature``."""
+        query_topic = self.topics(np.asarray(query)[None, :], temperature)[0]
         main = self.names[int(np.argmax(query_topic))]
         rows = np.asarray(members)
         if not len(rows):
             return np.zeros(0, dtype=np.float64), main
-        agreed: FloatArray = np.clip(self.topics(rows) @ query_topic, 0.0, 1.0)
+        agreed: FloatArray = np.clip(self.topics(rows, temperature) @ query_topic, 0.0, 1.0)
         return agreed, main
 
 

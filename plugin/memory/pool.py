@@ -71,6 +71,11 @@ class LexicalHits(Protocol):
         where it must be read from Chroma."""
         ...
 
+    @property
+    def idf_total(self) -> float:
+        """The sum of the query's terms' idf: what scales BM25 to a share of the query."""
+        ...
+
 
 class Rehearsal(Protocol):
     """How often, and when last, each memory was recalled: the counts ranking reads."""
@@ -172,10 +177,22 @@ class QueryPool:
     bm25: FloatArray | None = None
     """BM25 of each member (0 for those the lexical search did not return); None when the
     pool had no lexical search."""
+    idf_total: float = 0.0
+    """The lexical search's sum of the query's idf (0: none): ``bm25 / idf_total``, at most 1,
+    is the share of the query a member matches (``lexical_share``)."""
 
     def __len__(self) -> int:
         """How many members the pool has."""
         return len(self.ids)
+
+    def lexical_share(self) -> FloatArray:
+        """Each member's BM25 as a share of the query matched, in [0, 1]: its BM25 over the
+        query's total idf (what a memory of average length holding each term once scores);
+        zeros without a lexical search."""
+        if self.bm25 is None or self.idf_total <= 0:
+            return np.zeros(len(self.ids), dtype=np.float64)
+        share: FloatArray = np.clip(self.bm25 / self.idf_total, 0.0, 1.0)
+        return share
 
 
 def _distances(values: Sequence[float], where: str) -> FloatArray:
@@ -228,7 +245,7 @@ def with_lexical(
             ids += found
             distances = np.concatenate([distances, 1.0 - cos])
     bm25 = np.array([by_id.get(ident, 0.0) for ident in ids], dtype=np.float64)
-    return QueryPool(ids, distances, bm25)
+    return QueryPool(ids, distances, bm25, float(hits.idf_total))
 
 
 def _missing_vectors(

@@ -10,7 +10,7 @@ what each similarity was made of and why each memory was aged as it was.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from kernel.batch import RankedColumns, rank_columns
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, SECONDS_PER_DAY, RetrievalWeights
+from plugin.memory.recall.plan import PlanKind
 from plugin.memory.results import RecallHit, Relevance
 from plugin.memory.rows import StoredRows
 
@@ -46,6 +47,13 @@ class Explanation:
     fused: FloatArray | None = None
     topic: FloatArray | None = None
     closest: FloatArray | None = None
+    share: FloatArray | None = None
+    changes: list[str | None] | None = None
+    """Each row's change cue (a current-state question's), None where it reports none."""
+    plan: PlanKind | None = None
+    """The query's plan kind (None: the dense recall)."""
+    weights: dict[str, float] = field(default_factory=dict)
+    """The weights the similarity was made with, by the part they weigh."""
 
 
 def _part(values: FloatArray | None, index: int) -> float | None:
@@ -86,7 +94,11 @@ def explained_hits(
                 fused=_part(explanation.fused, i),
                 topic=_part(explanation.topic, i),
                 closest=_part(explanation.closest, i),
+                share=_part(explanation.share, i),
+                change=None if explanation.changes is None else explanation.changes[i],
+                weights=explanation.weights,
             ),
+            plan=explanation.plan,
             age_days=float(explanation.ages[i]),
             calendar_age_days=float(explanation.calendar_ages[i]),
             time_rule=explanation.reasons[i],

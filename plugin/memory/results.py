@@ -15,6 +15,7 @@ from kernel.bounds import SignedUnit, check_int
 from kernel.errors import InvalidInputError, shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel
 from plugin.memory.problems import explain_error, problems_message
+from plugin.memory.recall.plan import PlanKind, QueryPlan
 from plugin.memory.records import check_identifier, check_text
 
 __all__ = [
@@ -184,11 +185,13 @@ def parse_recall_query(value: object, *, where: str | None = "query") -> RecallQ
 
 @dataclass(frozen=True, slots=True)
 class Relevance:
-    """What a hit's similarity was made of: its lexical and dense match with the query.
+    """What a hit's similarity was made of: its lexical and dense match with the query, and
+    the weights they were combined with.
 
-    A part the ranking did not use is None: a current-state question ignores word overlap,
-    so it has no BM25, lexical or fused part (and only it has the topic and closest parts),
-    and the dense recall has only the cosine.
+    A part the ranking did not use is None: a current-state question has no lexical, dense or
+    fused part (it weighs the cosine and the share of words matched, and only it has the
+    topic, closest and change parts), the other plans have no share, and the dense recall has
+    only the cosine.
     """
 
     cosine: float
@@ -203,12 +206,22 @@ class Relevance:
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
     topic: float | None = None
     """A current-state question's topic agreement of the memory with the query, in [0, 1]
-    (``plugin.memory.life_topics``), added to the cosine at ``TOPIC_WEIGHT``."""
+    (``plugin.memory.life_topics``), added at ``weights["topic"]``."""
     closest: float | None = None
     """A current-state question's cosine of the memory with the query's closest memory
-    (``plugin.memory.feedback``), blended into the cosine at ``FEEDBACK_WEIGHT``; for the
+    (``plugin.memory.feedback``), blended into the cosine at ``weights["closest"]``; for the
     closest memory itself, and one without an embedding, its cosine with the query (so the
     blend leaves it as it is); None when no pool member had an embedding."""
+    share: float | None = None
+    """A current-state question's share of the query the memory matches: BM25 over the
+    query's total idf, at most 1, weighed at ``weights["words_matched"]``."""
+    change: str | None = None
+    """The change a current-state question's memory reports (``plugin.memory.change_cues``),
+    which multiplies its relevance by ``1 + weights["change_gain"]``; None: it reports none."""
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """The weights of the parts: ``lexical`` and ``dense`` for a fused relevance;
+    ``cosine``, ``words_matched``, ``closest``, ``topic`` and ``change_gain`` for a
+    current-state question's; none for the dense recall."""
 
     def to_json(self) -> dict[str, Any]:
         """The parts as a JSON object."""
@@ -220,6 +233,9 @@ class Relevance:
             "cosine": self.cosine,
             "topic": self.topic,
             "closest": self.closest,
+            "share": self.share,
+            "change": self.change,
+            "weights": dict(self.weights),
         }
 
 
@@ -254,9 +270,12 @@ class RecallHit:
     calendar_age_days: float | None = None
     """Days from the memory's timestamp to the recall's ``now``."""
     time_rule: str = ""
-    """One line: which time rule the query got and what it made of this memory."""
+    """One line: which time rule the query got and what it made of this memory (a rendering
+    of ``plan``, ``relevance`` and ``age_days``)."""
     last_recalled_at: str | None = None
     """When a committed turn last surfaced this memory (UTC ISO), or None."""
+    plan: PlanKind | None = None
+    """The kind of the query's plan (``plugin.memory.recall.plan``); None for the dense recall."""
 
     def to_json(self) -> dict[str, Any]:
         """The hit as a JSON object, in the documented key order."""
@@ -279,6 +298,7 @@ class RecallHit:
             "calendar_age_days": self.calendar_age_days,
             "time_rule": self.time_rule,
             "last_recalled_at": self.last_recalled_at,
+            "plan": self.plan,
         }
 
 
@@ -292,13 +312,17 @@ class RecallResult:
     results: tuple[RecallHit, ...]
     skipped: tuple[str, ...] = ()
     """Ids of stored rows among the candidates too malformed to score (logged as warnings)."""
+    plan: QueryPlan | None = None
+    """What the query was read as asking (None for the dense recall)."""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"query", "user_id", "now", "results": [...], "skipped": [...]}``, in rank order."""
+        """``{"query", "user_id", "now", "plan", "results": [...], "skipped": [...]}``, the
+        results in rank order."""
         return {
             "query": self.query,
             "user_id": self.user_id,
             "now": self.now,
+            "plan": None if self.plan is None else self.plan.to_json(),
             "results": [hit.to_json() for hit in self.results],
             "skipped": list(self.skipped),
         }

@@ -22,10 +22,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ValidationError
 
-from kernel.bounds import UnitInterval, check_int
+from kernel.bounds import NonNegativeFloat, UnitInterval, check_int
 from kernel.errors import InvalidInputError, shown
 from kernel.parameters import ParameterModel, first_message
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, PositiveFloat, RetrievalWeights
 from plugin.jsonl import loads_strict
 
 __all__ = [
@@ -76,6 +76,29 @@ class RecallSettings(ParameterModel):
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""
     lexical_weight: UnitInterval = 0.6
     """The BM25 share of the fused relevance; the cosine's is the rest."""
+    state_lexical_weight: UnitInterval = 0.15
+    """A current-state question's weight of the share of the query a memory matches (BM25
+    over the query's total idf); its cosine's is the rest. Small: what shares a question's
+    words is mostly the old plainly stated fact, but an update that repeats them should win
+    on them (``fixtures/stale_current`` in eight phrasings, LongMemEval's dev subset)."""
+    topic_weight: NonNegativeFloat = 0.3
+    """A current-state question adds this times a memory's topic agreement with the query
+    (``plugin.memory.life_topics``), before the change gain."""
+    topic_temperature: PositiveFloat = 0.05
+    """The softmax temperature of a text's cosines with the life domains: cosines 0.05 apart
+    weigh e times apart, so a text leans on its one or two nearest domains."""
+    change_gain: NonNegativeFloat = 0.2
+    """A current-state question's relevance of a memory that reports a change is ``1 +
+    change_gain`` times what it is otherwise, at most 1 (``plugin.memory.change_cues``)."""
+    feedback_weight: UnitInterval = 0.15
+    """A current-state question blends each memory's cosine with its cosine with the query's
+    closest memory at this weight (``plugin.memory.feedback``)."""
+    anchor_members: Annotated[int, _pool_size(1)] = 3
+    """How many of a pool's most relevant members the state and former rules take their
+    anchor date from (three: in a small store five often hold unrelated newer small talk)."""
+    state_age_scale: PositiveFloat = 0.5
+    """The share of its days a memory is aged at under the state and former rules (half: a
+    240-day horizon with the recall's 120 days)."""
     weights: RetrievalWeights = RECALL_WEIGHTS
     """The kernel's scoring constants."""
 

@@ -57,6 +57,7 @@ from plugin.memory.location import (
     parse_location,
 )
 from plugin.memory.problems import problems_message
+from plugin.memory.recall.plan import QueryAnalyser, QueryPlan, default_analyser, form_weights
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import (
     MAX_TOP_K,
@@ -102,6 +103,7 @@ class ChromaMemory:
     and the authoritative recall counts, kept consistent with Chroma by every write.
     ``index_cache`` bounds how many users' HNSW indexes an embedded store keeps loaded
     (``plugin.memory.location``; a server's bound is the server's own setting).
+    ``analyser`` plans each query (``plugin.memory.recall.plan``; English by default).
     """
 
     def __init__(
@@ -117,8 +119,12 @@ class ChromaMemory:
         observer: StageObserver | None = None,
         index_cache: int | None = None,
         index: str | os.PathLike[str] | None = None,
+        analyser: QueryAnalyser | None = None,
     ) -> None:
         self._prefix = check_prefix(collection)
+        if analyser is not None and not callable(getattr(analyser, "plan", None)):
+            raise InvalidInputError(f"analyser must have a plan method, got {analyser!r}")
+        self._analyser: QueryAnalyser = analyser if analyser is not None else default_analyser()
         if not isinstance(hnsw, HnswParams):
             raise StoreError(f"hnsw must be HnswParams, got {hnsw!r}")
         self._timeout = check_timeout(timeout)
@@ -126,9 +132,7 @@ class ChromaMemory:
         self._location = parse_location(location)
         if observer is not None and not callable(observer):
             raise InvalidInputError(f"observer must be callable, got {observer!r}")
-        self._embedder: Embedder = (
-            embedder if embedder is not None else default_embedder()
-        )
+        self._embedder: Embedder = embedder if embedder is not None else default_embedder()
         self._observer = observer
         self._closed = False
         self._worker = StoreWorker(self._location.describe())
@@ -155,9 +159,7 @@ class ChromaMemory:
         try:
             if self._location.kind == "path":  # a segment a killed write left unreadable
                 assert self._location.path is not None
-                repair_segments(
-                    self._location.path, self._collections, self._index, self._embedder
-                )
+                repair_segments(self._location.path, self._collections, self._index, self._embedder)
             self._index.reconcile_pending()  # what a killed writer left, settled on opening
         except BaseException:
             self.close()
@@ -255,6 +257,36 @@ class ChromaMemory:
     def _embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         return check_embeddings(self._embedder.embed_documents(list(queries)), len(queries))
 
+    def _embed_plans(self, user_id: str, plans: Sequence[QueryPlan]) -> np.ndarray:
+        """Each plan's query vector: the unit mean of its ``embed_texts`` weighted by how
+        ``user_id``'s memories write their owner (``form_weights``; one embedding batch for
+        every distinct text of every plan)."""
+        weights_of: dict[tuple[str, ...], list[float]] = {}
+        forms = {plan.embed_forms for plan in plans}
+        if forms - {("query",)}:
+            terms = self._analyser.form_terms(user_id)
+            flat = [term for group in terms.values() for term in group]
+            memories, counts = self.index.document_frequencies(user_id, flat)
+            found = dict(zip(flat, counts, strict=True))
+            holding = {way: max(found[t] for t in group) for way, group in terms.items()}
+            weights_of = {form: form_weights(form, memories, holding) for form in forms}
+        texts = list(dict.fromkeys(text for plan in plans for text in plan.embed_texts))
+        vectors = self._embed_queries(texts).astype(np.float64)
+        row = {text: at for at, text in enumerate(texts)}
+        means = np.stack(
+            [
+                np.average(
+                    vectors[[row[text] for text in plan.embed_texts]],
+                    axis=0,
+                    weights=weights_of.get(plan.embed_forms, [1.0] * len(plan.embed_texts)),
+                )
+                for plan in plans
+            ]
+        )
+        norms = np.linalg.norm(means, axis=1, keepdims=True)
+        unit: np.ndarray = means / np.where(norms > 0, norms, 1.0)
+        return unit
+
     def query_rows(self, vectors: np.ndarray, user_id: str, n: int) -> list[StoredRows]:
         """The one query path: the nearest ``n`` of ``user_id``'s memories for each vector,
         mapped and checked, nearest first.
@@ -319,10 +351,17 @@ class ChromaMemory:
             self._hybrid = HybridRecall(
                 self._collections, self.index, observer=self._observer, topics=self._topics
             )
+        if settings.ranking == "dense":  # recall as it was: the query as written
+            plans: list[QueryPlan | None] = [None] * len(queries)
+            vectors = self._embed_queries(queries)
+        else:
+            planned = [self._analyser.plan(query, user_id, now) for query in queries]
+            plans, vectors = list(planned), self._embed_plans(user_id, planned)
         return self._hybrid.rank(
             user_id,
             queries,
-            self._embed_queries(queries),
+            vectors,
+            plans=plans,
             now=now,
             moods=moods,
             top_k=top_k,
@@ -522,6 +561,7 @@ class ChromaMemory:
                 stamp,
                 found[index].hits(),
                 found[index].rows.skipped,
+                found[index].plan,
             )
             for index, query in enumerate(checked)
         ]

@@ -1,32 +1,28 @@
-"""Which time rule a query gets, and the age each memory is scored at under it.
+"""The age each memory is scored at under its query's plan, and the reason each hit prints.
 
-Four rules, chosen from the query's own words (``plugin.memory.time_cues``):
+A query's plan (``plugin.memory.recall.plan``) names one of four kinds:
 
-* **named period** ("in May 2022", "last week", "3 days ago"): a memory's age is the days
-  between it and that period, 0 inside it; relevance is fused (lexical and dense);
-* **former state of the user** ("Where did I live before Berlin?", "What did I use to do?",
-  "my previous job"): a first- or second-person question with a pointer to an earlier state.
-  Relevance is fused, and a memory's age is the days it was written *after* the oldest of the
-  query's closest memories, so the superseded fact outranks its update;
-* **current state of the user**: an explicit state word (now, currently, still, these days,
-  lately, no longer, ...), or a first- or second-person question with no past or history cue.
-  Relevance is ``(cosine' + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the memory
-  reports a change)``, at most 1, where ``cosine'`` blends in the memory's cosine with the
-  query's closest memory (``plugin.memory.feedback``: an update resembles the fact it
-  replaces): word overlap is ignored (what shares the question's words is
-  mostly the old canonical statement, or someone else's news, while an update paraphrases);
-  the topic agreement (``plugin.memory.life_topics``) says how surely the memory is about the
-  same part of life as the question, which an update is even when it shares no words with
-  it; and an update says what changed (``plugin.memory.change_cues``), the fact it replaces
-  does not. A memory's age is counted back from the newest of the query's closest memories
-  (never after ``now``), not from the clock or the user's latest chatter: a user who comes
-  back after a year gets the same order, and small talk written since the update does not
-  age it;
-* **anything else** (third-person questions, past or history cues: did, was, when, how many
-  times, ever, before, ..., or a simple-past verb without have/has: "Who taught me chess?"):
-  time-neutral, age 0, fused relevance. The tenseless cues (before, when, how often, how long)
-  count only outside a present-tense question about the user: "What do I drink before work?"
-  and "When is my wedding?" ask about the current state.
+* **period** ("in May 2022", "last week", "3 days ago"): a memory's age is the days between
+  it and that period, 0 inside it; relevance is fused (lexical and dense);
+* **former** state ("Where did I live before Berlin?", "the user's previous job"): relevance
+  is fused, and a memory's age is the days it was written *after* the oldest of the query's
+  closest memories, so the superseded fact outranks its update;
+* **state**, the current state (a state word, or a question about the user or nobody in
+  particular with no past cue, however the user is named): relevance is
+  ``((1 - w) cosine' + w share + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the
+  memory reports a change)``, at most 1, where ``share`` is the share of the query's words
+  the memory matches (BM25 over the query's total idf, ``QueryPool.lexical_share``), ``w``
+  the settings' ``state_lexical_weight`` (small: what shares the question's words is mostly
+  the old canonical statement, but an update that repeats them should win on them), and
+  ``cosine'`` blends in the memory's cosine with the query's closest memory
+  (``plugin.memory.feedback``: an update resembles the fact it replaces); the topic agreement
+  (``plugin.memory.life_topics``) says how surely the memory is about the same part of life
+  as the question, and an update says what changed (``plugin.memory.change_cues``). A
+  memory's age is counted back from the newest of the query's closest memories (never after
+  ``now``), not from the clock or the user's latest chatter: a user who comes back after a
+  year gets the same order, and small talk written since the update does not age it;
+* **event** (past tense, history cues, or a question about somebody else): time-neutral,
+  age 0, fused relevance.
 
 "The query's closest memories" are the ``ANCHOR_MEMBERS`` pool members of highest relevance.
 Under both state rules ages count at ``STATE_AGE_SCALE`` (half): with the recall's 120-day
@@ -38,39 +34,18 @@ The kernel then scores ``clamp(1 - age / horizon, floor, 1)`` with the recall's 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
-from plugin.memory import feedback
-from plugin.memory.time_cues import (
-    FORMER_CUE,
-    PAST_AUX,
-    PAST_CUE,
-    PAST_VERB,
-    PERFECT_CUE,
-    PERSON_CUE,
-    PRESENT_AUX,
-    STATE_CUE,
-    TENSE_NEUTRAL,
-    days_from_period,
-    named_period,
-)
+from plugin.memory.recall.plan import QueryPlan
+from plugin.memory.settings import RecallSettings
+from plugin.memory.time_cues import days_from_period
 
 __all__ = [
-    "ANCHOR_MEMBERS",
-    "CHANGE_GAIN",
-    "STATE_AGE_SCALE",
-    "TOPIC_WEIGHT",
-    "QueryTime",
-    "TimeRuleKind",
-    "classify_query",
     "rule_ages",
     "rule_anchor",
     "rule_reasons",
@@ -79,81 +54,6 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-TimeRuleKind = Literal["period", "state", "former", "event"]
-
-ANCHOR_MEMBERS = 3
-"""How many of a pool's most relevant members the state rules take their anchor date from.
-
-Three, not five: in a small store the five closest often hold unrelated newer small talk,
-whose date then ages a current fact (blind stale-versus-current sets, README "Retrieval")."""
-STATE_AGE_SCALE = 0.5
-"""The share of its days a memory is aged at under the state rules (half: a 240-day horizon)."""
-CHANGE_GAIN = 0.2
-"""A current-state query's relevance of a memory that reports a change is 1.2 times what it
-is otherwise, (cosine + ``TOPIC_WEIGHT`` x topic agreement) x 1.2, at most 1: chosen on five
-blind stale-versus-current sets and checked on a sixth (README)."""
-TOPIC_WEIGHT = 0.3
-"""A current-state query's relevance of a memory is its cosine plus 0.3 times their topic
-agreement (in [0, 1]), before the change gain multiplies the sum: chosen on six
-stale-versus-current sets, checked on three written after under a rule declared before
-scoring (README)."""
-
-
-@dataclass(frozen=True, slots=True)
-class QueryTime:
-    """The rule a query gets, the cue that chose it, and the period it names (if any)."""
-
-    kind: TimeRuleKind
-    reason: str
-    period: tuple[float, float] | None = None
-
-    @property
-    def uses_lexical(self) -> bool:
-        """Whether relevance fuses word overlap in (every rule but the current state's)."""
-        return self.kind != "state"
-
-
-def classify_query(query: str, now: datetime) -> QueryTime:
-    """The time rule of ``query`` at ``now``: named period, current state, or time-neutral."""
-    period = named_period(query, now)
-    if period is not None:
-        return QueryTime("period", "names a period", period)
-    person = PERSON_CUE.search(query)
-    # "What do I drink before work?": a tenseless cue in a present question about the user
-    present = (
-        person is not None
-        and PRESENT_AUX.search(query) is not None
-        and PAST_AUX.search(query) is None
-    )
-    found = _first_cue(FORMER_CUE, query, skip_neutral=present)
-    if found is not None and person is not None:
-        return QueryTime("former", f"earlier state of the user ({found!r})")
-    state = STATE_CUE.search(query)
-    if state is not None:
-        return QueryTime("state", f"state word {_cue(state.group(0))!r}")
-    found = _first_cue(PAST_CUE, query, skip_neutral=present)
-    if found is not None:
-        return QueryTime("event", f"past or history cue {found!r}")
-    verb = PAST_VERB.search(query)
-    if verb is not None and PERFECT_CUE.search(query) is None:
-        return QueryTime("event", f"past-tense verb {_cue(verb.group(0))!r}")
-    if person is not None:
-        return QueryTime("state", f"about the user ({_cue(person.group(0))!r}), present tense")
-    return QueryTime("event", "third person, no state word")
-
-
-def _cue(word: str) -> str:
-    return " ".join(word.lower().split())
-
-
-def _first_cue(pattern: re.Pattern[str], query: str, *, skip_neutral: bool) -> str | None:
-    """The first cue ``pattern`` finds in ``query`` (normalised), passing over the
-    tense-neutral ones (``TENSE_NEUTRAL``) when ``skip_neutral``."""
-    for match in pattern.finditer(query):
-        cue = _cue(match.group(0))
-        if not (skip_neutral and cue in TENSE_NEUTRAL):
-            return cue
-    return None
 
 
 def state_reference(now: datetime, newest_epoch: float | None) -> float:
@@ -164,10 +64,15 @@ def state_reference(now: datetime, newest_epoch: float | None) -> float:
 
 
 def rule_anchor(
-    rule: QueryTime, epochs: FloatArray, relevance: FloatArray, newest_epoch: float | None
+    rule: QueryPlan,
+    epochs: FloatArray,
+    relevance: FloatArray,
+    newest_epoch: float | None,
+    settings: RecallSettings,
 ) -> float | None:
     """The date a state rule ages the pool from: the newest (current state) or the oldest
-    (former state) of its ``ANCHOR_MEMBERS`` most relevant members with a usable timestamp.
+    (former state) of its ``settings.anchor_members`` most relevant members with a usable
+    timestamp.
 
     Other rules, and a pool without one usable timestamp, keep ``newest_epoch``.
     """
@@ -178,13 +83,19 @@ def rule_anchor(
         return newest_epoch
     candidates = np.flatnonzero(usable)
     # most relevant first; ties keep pool order
-    chosen = candidates[np.argsort(-relevance[candidates], kind="stable")[:ANCHOR_MEMBERS]]
+    chosen = candidates[
+        np.argsort(-relevance[candidates], kind="stable")[: settings.anchor_members]
+    ]
     dates = epochs[chosen]
     return float(dates.max() if rule.kind == "state" else dates.min())
 
 
 def rule_ages(
-    rule: QueryTime, epochs: FloatArray, now: datetime, newest_epoch: float | None
+    rule: QueryPlan,
+    epochs: FloatArray,
+    now: datetime,
+    newest_epoch: float | None,
+    settings: RecallSettings,
 ) -> FloatArray:
     """The age in days each memory (by its epoch) is scored at under ``rule``.
 
@@ -201,91 +112,114 @@ def rule_ages(
         if newest_epoch is None:
             return np.where(np.isnan(epochs), np.nan, 0.0)
         later: FloatArray = np.maximum(0.0, epochs - newest_epoch) / SECONDS_PER_DAY
-        return later * STATE_AGE_SCALE
+        return later * settings.state_age_scale
     reference = state_reference(now, newest_epoch)
     ages: FloatArray = np.maximum(0.0, reference - epochs) / SECONDS_PER_DAY
-    return ages * STATE_AGE_SCALE
+    return ages * settings.state_age_scale
 
 
 def state_similarity(
-    cosines: FloatArray, changes: npt.NDArray[np.bool_], topics: FloatArray | None = None
+    cosines: FloatArray,
+    changes: npt.NDArray[np.bool_],
+    settings: RecallSettings,
+    topics: FloatArray | None = None,
+    shares: FloatArray | None = None,
 ) -> FloatArray:
     """A current-state query's relevance: the cosine (blended with the closest memory's,
-    ``plugin.memory.feedback``) clipped to [0, 1] plus ``TOPIC_WEIGHT``
-    times the topic agreement (``topics``; none: 0), times ``1 + CHANGE_GAIN`` where the memory
-    reports a change (``changes``), at most 1."""
-    base = np.clip(cosines, 0.0, 1.0)
+    ``plugin.memory.feedback``) clipped to [0, 1] and the share of the query the memory
+    matches (``shares``, ``QueryPool.lexical_share``; none: 0) weighted ``1 - w`` and ``w``
+    (``state_lexical_weight``), plus ``topic_weight`` times the topic agreement (``topics``;
+    none: 0), times ``1 + change_gain`` where the memory reports a change (``changes``), at
+    most 1."""
+    weight = settings.state_lexical_weight
+    base = (1.0 - weight) * np.clip(cosines, 0.0, 1.0)
+    if shares is not None:
+        base = base + weight * shares
     if topics is not None:
-        base = base + TOPIC_WEIGHT * topics
-    gained: FloatArray = np.minimum(1.0, base * np.where(changes, 1.0 + CHANGE_GAIN, 1.0))
+        base = base + settings.topic_weight * topics
+    gain = np.where(changes, 1.0 + settings.change_gain, 1.0)
+    gained: FloatArray = np.minimum(1.0, base * gain)
     return gained
 
 
 def rule_reasons(
-    rule: QueryTime,
+    rule: QueryPlan,
     ages: FloatArray,
     cosines: FloatArray,
+    settings: RecallSettings,
+    *,
     changes: Sequence[str | None] | None = None,
     topics: tuple[FloatArray, str] | None = None,
     closest: FloatArray | None = None,
+    shares: FloatArray | None = None,
 ) -> list[str]:
     """One line per memory saying why it is scored at its age (and, for the state rule, which
     relevance: ``changes`` holds each memory's change cue, None where it reports none;
     ``topics`` each memory's topic agreement and the query's likeliest topic; ``closest``
-    each memory's cosine with the query's closest memory, ``plugin.memory.feedback``)."""
+    each memory's cosine with the query's closest memory, ``plugin.memory.feedback``;
+    ``shares`` the share of the query each matches)."""
     if rule.kind == "period":
         assert rule.period is not None
-        start, end = (
-            datetime.fromtimestamp(edge, UTC).date().isoformat() for edge in rule.period
-        )
+        start, end = (datetime.fromtimestamp(edge, UTC).date().isoformat() for edge in rule.period)
         return [
             f"{_days(age)} from {start}..{end}, the period the query names" for age in ages.tolist()
         ]
     if rule.kind == "event":
         return [f"time-neutral (age 0): {rule.reason}"] * len(ages)
-    real = ages / STATE_AGE_SCALE
+    scale, members = settings.state_age_scale, settings.anchor_members
+    real = ages / scale
     if rule.kind == "former":
         return [
             f"former-state query ({rule.reason}): {_days(days)} newer than the oldest of the "
-            f"query's {ANCHOR_MEMBERS} closest memories, aged at {STATE_AGE_SCALE:g}"
+            f"query's {members} closest memories, aged at {scale:g}"
             for days in real.tolist()
         ]
-    words = list(changes) if changes is not None else [None] * len(ages)
-    agreements: list[float | None] = [None] * len(ages)
+    count = len(ages)
+    words = list(changes) if changes is not None else [None] * count
+    agreements: list[float | None] = [None] * count
     topic = ""
     if topics is not None:
         agreements, topic = list(topics[0].tolist()), topics[1]
-    resemblances: list[float | None] = [None] * len(ages)
-    if closest is not None:
-        resemblances = list(closest.tolist())
+    resemblances: list[float | None] = (
+        list(closest.tolist()) if closest is not None else [None] * count
+    )
+    matched: list[float | None] = list(shares.tolist()) if shares is not None else [None] * count
     return [
         f"current-state query ({rule.reason}): similarity = "
-        f"{_similarity_text(cosine, resembles, agreed, topic)}"
-        f"{_gain(word)}, word overlap ignored; {_days(days)} older than the newest of the "
-        f"query's {ANCHOR_MEMBERS} closest memories, aged at {STATE_AGE_SCALE:g}"
-        for days, cosine, word, agreed, resembles in zip(
-            real.tolist(), cosines.tolist(), words, agreements, resemblances, strict=True
+        f"{_similarity_text(settings, cosine, resembles, share, agreed, topic)}"
+        f"{_gain(settings, word)}; {_days(days)} older than the newest of the "
+        f"query's {members} closest memories, aged at {scale:g}"
+        for days, cosine, word, agreed, resembles, share in zip(
+            real.tolist(), cosines.tolist(), words, agreements, resemblances, matched, strict=True
         )
     ]
 
 
 def _similarity_text(
-    cosine: float, resembles: float | None, agreed: float | None, topic: str
+    settings: RecallSettings,
+    cosine: float,
+    resembles: float | None,
+    share: float | None,
+    agreed: float | None,
+    topic: str,
 ) -> str:
-    parts = [f"cosine {cosine:.2f}"]
+    dense = f"cosine {cosine:.2f}"
     if resembles is not None:
-        weight = feedback.FEEDBACK_WEIGHT
-        parts = [
-            f"{1 - weight:g} x {parts[0]}",
-            f"{weight:g} x {resembles:.2f} with the closest memory",
-        ]
+        weight = settings.feedback_weight
+        dense = f"({1 - weight:g} x {dense} + {weight:g} x {resembles:.2f} with the closest memory)"
+    lexical = settings.state_lexical_weight
+    parts = [dense if lexical == 0 else f"{1 - lexical:g} x {dense}"]
+    if lexical > 0:
+        parts.append(f"{lexical:g} x words matched {share or 0.0:.2f}")
     if agreed is not None:
-        parts.append(f"{TOPIC_WEIGHT:g} x topic agreement {agreed:.2f} on {topic!r}")
-    return parts[0] if len(parts) == 1 else f"({' + '.join(parts)})"
+        parts.append(f"{settings.topic_weight:g} x topic agreement {agreed:.2f} on {topic!r}")
+    return parts[0] if len(parts) == 1 else " + ".join(parts)
 
 
-def _gain(word: str | None) -> str:
-    return "" if word is None else f" x {1 + CHANGE_GAIN:g} (reports a change: {word!r})"
+def _gain(settings: RecallSettings, word: str | None) -> str:
+    if word is None:
+        return ""
+    return f", x {1 + settings.change_gain:g} (reports a change: {word!r})"
 
 
 def _days(age: float) -> str:

@@ -37,15 +37,13 @@ from plugin.errors import (
     WrongSpaceError,
 )
 from plugin.memory.change_cues import change_word
-from plugin.memory.feedback import FEEDBACK_WEIGHT
 from plugin.memory.location import open_client, parse_location
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
 from plugin.memory.settings import DENSE_RECALL, RECALL_WEIGHTS, RecallSettings
 from plugin.memory.store import ChromaMemory
-from plugin.memory.time_rule import CHANGE_GAIN, TOPIC_WEIGHT
 from tests.contracts.recall_agreement import assert_recall_agrees
-from tests.contracts.recall_schema import RECALL_RESULT_KEYS
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS, state_similarity_of
 
 MemoryFactory = Callable[..., ChromaMemory]
 
@@ -315,20 +313,21 @@ class MemoryContract:
             assert hit.relevance is not None
             assert hit.relevance.cosine == pytest.approx(1 - hit.distance, abs=1e-12)
             # A current-state question: the similarity is the cosine blended with the
-            # resemblance to the closest memory, plus the weighted topic agreement (times the
-            # change gain for a memory that reports a change), word overlap is ignored, and
-            # memories age from the user's newest one at a 120-day horizon.
-            gain = 1 + CHANGE_GAIN if change_word(hit.text) is not None else 1.0
+            # resemblance to the closest memory and the share of the query's words matched,
+            # plus the weighted topic agreement (times the change gain for a memory that
+            # reports a change), each part and weight in the hit; memories age from the
+            # user's newest one at a 120-day horizon.
+            assert hit.plan == "state"
+            assert hit.relevance.change == change_word(hit.text)
             topic, closest = hit.relevance.topic, hit.relevance.closest
             assert topic is not None and 0.0 <= topic <= 1.0 and closest is not None
-            cosine = (1 - FEEDBACK_WEIGHT) * hit.relevance.cosine + FEEDBACK_WEIGHT * closest
             assert hit.similarity == pytest.approx(
-                min(1.0, (max(0.0, cosine) + TOPIC_WEIGHT * topic) * gain), abs=1e-12
+                state_similarity_of(hit.relevance.to_json()), abs=1e-12
             )
-            assert (hit.relevance.bm25, hit.relevance.fused) == (None, None)
+            assert hit.relevance.fused is None and hit.relevance.share is not None
             assert hit.age_days is not None and hit.calendar_age_days is not None
             assert hit.recency == pytest.approx(min(1.0, max(0.1, 1 - hit.age_days / 120)))
-            assert hit.time_rule.startswith("current-state query (about the user ('i')")
+            assert hit.time_rule.startswith("current-state query (about the user, no past cue)")
             assert list(hit.to_json()) == list(RECALL_RESULT_KEYS)
         assert result.results[0].id == "alice-home-new"
         (stored,) = memory.get(["alice-home-new"], user_id="alice")

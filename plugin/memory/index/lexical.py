@@ -30,11 +30,11 @@ import numpy.typing as npt
 
 from plugin.memory.index.analyzer import query_terms
 from plugin.memory.index.backend import Tx
-from plugin.memory.index.bm25 import TermPostings, postings_of, score_terms
+from plugin.memory.index.bm25 import TermPostings, idf, postings_of, score_terms
 from plugin.memory.index.documents import ALL_DOCS
 from plugin.memory.index.schema import in_chunks, placeholders
 
-__all__ = ["CACHE_POSTINGS", "LexicalHits", "PostingsCache", "search"]
+__all__ = ["CACHE_POSTINGS", "LexicalHits", "PostingsCache", "document_frequencies", "search"]
 
 CACHE_POSTINGS = 2_000_000
 """Postings a cache holds at most (24 bytes each: about 48 MB), least recently used out."""
@@ -48,9 +48,7 @@ class LexicalHits:
     """A lexical search's memories, best first, with their BM25 scores (higher is better)."""
 
     ids: list[str] = field(default_factory=list)
-    scores: npt.NDArray[np.float64] = field(
-        default_factory=lambda: np.zeros(0, dtype=np.float64)
-    )
+    scores: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     absent: list[str] | None = None
     """The hits the search's ``known`` ids lack, in the index's document order (the order
     Chroma keeps them in, as a ``get`` returns them); None when no ``known`` was given."""
@@ -58,6 +56,9 @@ class LexicalHits:
     """Each ``absent`` hit's embedding as the index holds it (little-endian float32 bytes);
     None where the index lacks it or a write or forget of it is in flight (its journal entry
     is pending), so the caller reads that one from Chroma."""
+    idf_total: float = 0.0
+    """The sum of the query's terms' idf in the user's memories: the BM25 of a memory of
+    average length holding each term once, which scales BM25 to a share of the query matched."""
 
     def __len__(self) -> int:
         """How many memories matched (at most the search's limit)."""
@@ -145,7 +146,6 @@ class PostingsCache:
                 if held is not None:
                     held.terms.pop(term, None)
                     held.complete = False
-
 
 
 def _fetch(tx: Tx, key: int, terms: Sequence[str]) -> dict[str, TermPostings]:
@@ -288,6 +288,22 @@ def _absent_vectors(
     return [ident for _, ident in absent], [blobs.get(doc_key) for doc_key, _ in absent]
 
 
+def document_frequencies(
+    tx: Tx, key: int, terms: Sequence[str], cache: PostingsCache | None = None
+) -> tuple[int, list[int]]:
+    """How many memories user ``key`` has, and how many of them hold each of ``terms``
+    (search terms, as ``plugin.memory.index.analyzer.words`` makes them)."""
+    totals = tx.one(
+        "SELECT doc_count, total_length, generation, next_doc FROM index_users WHERE user_key = ?",
+        (key,),
+    )
+    if totals is None or not totals[0] or not terms:
+        return (0 if totals is None else int(totals[0] or 0)), [0] * len(terms)
+    distinct = list(dict.fromkeys(terms))
+    columns = dict(zip(distinct, _postings(tx, key, distinct, totals, cache), strict=True))
+    return int(totals[0]), [len(columns[term]) for term in terms]
+
+
 def search(
     tx: Tx,
     key: int,
@@ -306,8 +322,7 @@ def search(
     if not terms:
         return nothing
     totals = tx.one(
-        "SELECT doc_count, total_length, generation, next_doc FROM index_users "
-        "WHERE user_key = ?",
+        "SELECT doc_count, total_length, generation, next_doc FROM index_users WHERE user_key = ?",
         (key,),
     )
     if totals is None or not totals[0]:
@@ -316,6 +331,7 @@ def search(
     doc_keys, scores = score_terms(columns, int(totals[0]), int(totals[1]))
     if not len(doc_keys):
         return nothing
+    idf_total = sum(idf(int(totals[0]), len(column)) for column in columns)
     if len(scores) > limit:
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break
@@ -337,7 +353,7 @@ def search(
     ids = [memory_id for _, memory_id in ranked]
     scored = np.asarray([score for score, _ in ranked], dtype=np.float64)
     if known is None:
-        return LexicalHits(ids, scored)
+        return LexicalHits(ids, scored, idf_total=idf_total)
     keys = {memory_id: doc_key for doc_key, memory_id in names.items()}
     absent, vectors = _absent_vectors(tx, key, {ident: keys[ident] for ident in ids}, known)
-    return LexicalHits(ids, scored, absent, vectors)
+    return LexicalHits(ids, scored, absent, vectors, idf_total)

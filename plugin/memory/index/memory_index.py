@@ -25,7 +25,7 @@ from plugin.memory.collections import UserCollections
 from plugin.memory.index.backend import Backend, Tx
 from plugin.memory.index.documents import ensure_user
 from plugin.memory.index.journal import entries
-from plugin.memory.index.lexical import LexicalHits, PostingsCache, search
+from plugin.memory.index.lexical import LexicalHits, PostingsCache, document_frequencies, search
 from plugin.memory.index.rehearsal import (
     RecallOutcome,
     Rehearsal,
@@ -218,9 +218,11 @@ class MemoryIndex:
     def sync(self, user_id: str | None = None) -> SyncReport:
         """Settle one user, or every user the store holds, against Chroma now (waiting for
         their writers); counts are compared again even for users this process settled."""
-        users = [check_user(user_id)] if user_id is not None else [
-            owner for owner, _ in self.collections.every()
-        ]
+        users = (
+            [check_user(user_id)]
+            if user_id is not None
+            else [owner for owner, _ in self.collections.every()]
+        )
         report = SyncReport()
         for owner in users:
             collection = self.collections.of(owner, create=False)
@@ -245,14 +247,24 @@ class MemoryIndex:
         user_id = check_user(user_id)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= (
-            MAX_LEXICAL_LIMIT
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= (MAX_LEXICAL_LIMIT)
         ):
             raise InvalidInputError(
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
             )
         return self._read(
             user_id, lambda tx, key: search(tx, key, query, limit, self._postings, known)
+        )
+
+    def document_frequencies(self, user_id: str, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """How many memories ``user_id`` has, and how many of them hold each search term."""
+        user_id = check_user(user_id)
+        wanted = list(terms)
+        return self._read(
+            user_id, lambda tx, key: document_frequencies(tx, key, wanted, self._postings)
         )
 
     def rehearsal(
@@ -387,4 +399,3 @@ class MemoryIndex:
     def close(self) -> None:
         """Release the index's connections; safe to call twice."""
         self.backend.close()
-

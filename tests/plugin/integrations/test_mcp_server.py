@@ -32,8 +32,7 @@ from kernel.models import AffectState
 from kernel.surfacing import build_presence_vector
 from plugin.integrations.mcp_server import TOOL_NAMES
 from plugin.integrations.mcp_tools import memory_id
-from plugin.memory.time_rule import CHANGE_GAIN, TOPIC_WEIGHT
-from tests.contracts.recall_schema import RECALL_RESULT_KEYS
+from tests.contracts.recall_schema import RECALL_RESULT_KEYS, state_similarity_of
 
 ROOT = Path(__file__).resolve().parents[3]
 BREAKDOWN = RECALL_RESULT_KEYS
@@ -227,15 +226,14 @@ def test_remember_then_recall_with_the_score_breakdown_scoped_to_the_user(
     assert top["emotional_valence"] == 0.6
     assert top["timestamp"] == "2026-05-01T07:30:00.000000+00:00"
     assert 0.0 < top["similarity"] <= 1.0
-    # A question about the user's present: the similarity is the cosine plus the weighted
-    # topic agreement, times the change gain as the memory reports one ("adopted"), and the
-    # memory ages from the user's newest memory (the commute, written now).
+    # A question about the user's present: the similarity is the weighted cosine, words
+    # matched and topic agreement, times the change gain as the memory reports one
+    # ("adopted"), each part and weight in the hit, and the memory ages from the user's
+    # newest memory (the commute, written now).
     assert top["relevance"]["cosine"] == pytest.approx(1 - top["distance"])
-    topic = top["relevance"]["topic"]
-    assert 0.0 <= topic <= 1.0
-    assert top["similarity"] == pytest.approx(
-        min(1.0, (top["relevance"]["cosine"] + TOPIC_WEIGHT * topic) * (1 + CHANGE_GAIN))
-    )
+    assert 0.0 <= top["relevance"]["topic"] <= 1.0
+    assert top["relevance"]["change"] == "adopted" and top["plan"] == "state"
+    assert top["similarity"] == pytest.approx(state_similarity_of(top["relevance"]))
     assert "reports a change: 'adopted'" in top["time_rule"]
     assert top["time_rule"].startswith("current-state query")
     assert top["recency"] < 1.0, "a memory from May is older than the user's newest"

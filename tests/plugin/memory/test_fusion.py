@@ -1,28 +1,22 @@
-"""Fused relevance: BM25 and cosine, each min-max scaled over the pool, mixed by the weight."""
+"""Fused relevance: the share of the query matched and the cosine, on absolute scales."""
 
 import numpy as np
 import pytest
 
-from plugin.memory.fusion import fuse, min_max
+from plugin.memory.fusion import fuse
 
 
-def test_min_max_scales_to_the_unit_interval_and_a_flat_pool_to_zero() -> None:
-    assert min_max(np.array([2.0, 4.0, 3.0])).tolist() == [0.0, 1.0, 0.5]
-    assert min_max(np.array([0.7, 0.7])).tolist() == [0.0, 0.0]
-    assert min_max(np.zeros(0)).tolist() == []
+def test_fusion_weighs_the_share_matched_against_the_clipped_cosine() -> None:
+    shares = np.array([1.0, 0.0, 0.5, 1.7])
+    cosine = np.array([0.2, 0.9, -0.3, 1.0])
+    parts = fuse(shares, cosine, 0.6)
+    assert parts.lexical.tolist() == [1.0, 0.0, 0.5, 1.0]
+    assert parts.dense.tolist() == [0.2, 0.9, 0.0, 1.0]
+    assert parts.fused.tolist() == pytest.approx([0.68, 0.36, 0.3, 1.0])
+    assert fuse(shares, cosine, 0.0).fused.tolist() == pytest.approx(parts.dense.tolist())
 
 
-def test_the_best_lexical_and_the_best_dense_member_each_score_their_share() -> None:
-    bm25 = np.array([8.0, 0.0, 2.0])
-    cosine = np.array([0.2, 0.6, 0.4])
-    parts = fuse(bm25, cosine, 0.6)
-    assert parts.lexical.tolist() == pytest.approx([1.0, 0.0, 0.25])
-    assert parts.dense.tolist() == pytest.approx([0.0, 1.0, 0.5])
-    assert parts.fused.tolist() == pytest.approx([0.6, 0.4, 0.35])
-
-
-def test_fusion_ignores_the_scale_of_bm25() -> None:
-    cosine = np.array([0.2, 0.6, 0.4])
-    small = fuse(np.array([1.0, 0.0, 0.5]), cosine, 0.6).fused
-    large = fuse(np.array([100.0, 0.0, 50.0]), cosine, 0.6).fused
-    assert small.tolist() == pytest.approx(large.tolist())
+def test_a_member_s_relevance_does_not_depend_on_the_rest_of_its_pool() -> None:
+    alone = fuse(np.array([0.8]), np.array([0.7]), 0.6).fused
+    crowd = fuse(np.array([0.8, 0.1, 1.0]), np.array([0.7, 0.2, 0.95]), 0.6).fused
+    assert alone[0] == pytest.approx(crowd[0]) == pytest.approx(0.76)

@@ -5,31 +5,53 @@ memory, and says so in the hit's time rule."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import plugin.memory.feedback as feedback
-import plugin.memory.time_rule as time_rule
-from plugin.memory.feedback import FEEDBACK_WEIGHT
 from plugin.memory.life_topics import TopicSpace
+from plugin.memory.recall.plan import default_analyser, form_weights
 from plugin.memory.results import RecallHit
+from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
+from tests.contracts.recall_schema import state_similarity_of
 from tests.plugin.memory.index.consistency import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
+DEFAULT_NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
 
 
-def _ranked(memory: ChromaMemory) -> list[str]:
-    hits = memory.recall("What instrument do I play?", "ann", now=NOW, top_k=2).results
+def _ranked(memory: ChromaMemory, settings: RecallSettings = DEFAULT_RECALL_SETTINGS) -> list[str]:
+    hits = memory.recall(
+        "What instrument do I play?", "ann", now=NOW, top_k=2, settings=settings
+    ).results
     return [hit.id for hit in hits]
 
 
+def _query_vector(
+    memory: ChromaMemory, embedder: Embedder, query: str, user_id: str
+) -> np.ndarray:
+    """The query's vector as recall makes it: the unit mean of its plan's texts, weighted by
+    how the user's memories write their owner."""
+    analyser = default_analyser()
+    plan = analyser.plan(query, user_id, DEFAULT_NOW)
+    terms = analyser.form_terms(user_id)
+    flat = [term for group in terms.values() for term in group]
+    memories, counts = memory.index.document_frequencies(user_id, flat)
+    found = dict(zip(flat, counts, strict=True))
+    holding = {way: max(found[term] for term in group) for way, group in terms.items()}
+    weights = form_weights(plan.embed_forms, memories, holding)
+    vectors = np.asarray(embedder.embed_documents(list(plan.embed_texts)), dtype=np.float64)
+    mean = np.average(vectors, axis=0, weights=weights)
+    return mean / np.linalg.norm(mean)
+
+
 def test_a_state_question_prefers_the_update_that_reports_a_change(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add([
@@ -43,13 +65,11 @@ def test_a_state_question_prefers_the_update_that_reports_a_change(
         top = memory.recall("What instrument do I play?", "ann", now=NOW, top_k=1).results[0]
         parts = top.relevance
         assert parts is not None and parts.topic is not None and parts.closest is not None
-        blended = (1 - FEEDBACK_WEIGHT) * parts.cosine + FEEDBACK_WEIGHT * parts.closest
-        assert top.similarity == pytest.approx(
-            (blended + time_rule.TOPIC_WEIGHT * parts.topic) * (1 + time_rule.CHANGE_GAIN)
-        )
+        assert parts.change == "stopped" and parts.weights["change_gain"] == pytest.approx(0.2)
+        assert top.similarity == pytest.approx(state_similarity_of(parts.to_json()))
         assert "reports a change: 'stopped'" in top.time_rule
-        monkeypatch.setattr(time_rule, "CHANGE_GAIN", 0.0)
-        assert _ranked(memory) == ["band", "piano"]  # without the gain the old fact wins
+        no_gain = RecallSettings(change_gain=0.0)
+        assert _ranked(memory, no_gain) == ["band", "piano"]  # without the gain the old fact wins
 
 
 JOBS = [
@@ -68,24 +88,28 @@ JOBS = [
 
 
 def test_a_state_question_prefers_the_memory_about_the_same_part_of_life(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add([{**record, "user_id": "ann"} for record in JOBS])
 
-        def ranked() -> list[str]:
-            result = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=3)
+        def ranked(settings: RecallSettings = DEFAULT_RECALL_SETTINGS) -> list[str]:
+            result = memory.recall(
+                "What do I do for a living?", "ann", now=NOW, top_k=3, settings=settings
+            )
             return [hit.id for hit in result.results]
 
         first = ranked()
         assert first[0] == "chef"
         # each hit's topic is its agreement with the query, computed here from Chroma's rows
         space = TopicSpace.of(embedder)
-        query = embedder.embed_documents(["What do I do for a living?"])[0]
+        query = _query_vector(memory, embedder, "What do I do for a living?", "ann")
         result = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=5)
         vectors = chroma_embeddings(memory, "ann")
         for hit in result.results:
-            (expected,), _ = space.agreement(query, np.asarray([vectors[hit.id]]))
+            (expected,), _ = space.agreement(
+                query, np.asarray([vectors[hit.id]]), DEFAULT_RECALL_SETTINGS.topic_temperature
+            )
             assert hit.relevance is not None and hit.relevance.topic is not None
             assert hit.relevance.topic == pytest.approx(expected, abs=1e-5), hit.id
         hit = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=1).results[0]
@@ -95,12 +119,12 @@ def test_a_state_question_prefers_the_memory_about_the_same_part_of_life(
         # an event question has no topic term
         other = memory.recall("Who visited me?", "ann", now=NOW, top_k=1).results[0]
         assert other.relevance is not None and other.relevance.topic is None
-        monkeypatch.setattr(time_rule, "TOPIC_WEIGHT", 0.0)
-        assert ranked()[0] == "course"  # by the cosine alone, unrelated small talk wins
+        # by the cosine alone, unrelated small talk wins
+        assert ranked(RecallSettings(topic_weight=0.0))[0] == "course"
 
 
 def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: Embedder
 ) -> None:
     """One user of a stale-versus-current set: her new job shares little with the question,
     but resembles the old job, the question's closest memory."""
@@ -110,8 +134,9 @@ def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add(records)
 
-        def ranked() -> list[RecallHit]:
-            return list(memory.recall(question, "ngozi", now=NOW, top_k=30).results)
+        def ranked(settings: RecallSettings = DEFAULT_RECALL_SETTINGS) -> list[RecallHit]:
+            found = memory.recall(question, "ngozi", now=NOW, top_k=30, settings=settings)
+            return list(found.results)
 
         hits = ranked()
         assert hits[0].id == "ngozi-job-new"
@@ -127,5 +152,5 @@ def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
             expected = hit.relevance.cosine if hit.id == closest.id else float(own @ anchor)
             assert hit.relevance.closest == pytest.approx(expected, abs=1e-5), hit.id
         assert "with the closest memory" in hits[0].time_rule
-        monkeypatch.setattr(feedback, "FEEDBACK_WEIGHT", 0.0)
-        assert ranked()[0].id == "ngozi-job-old"  # without it the stale job wins
+        # without it the stale job wins
+        assert ranked(RecallSettings(feedback_weight=0.0))[0].id == "ngozi-job-old"

@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 
 from plugin.memory.life_topics import LIFE_TOPICS, TopicSpace, topic_phrases
+from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
 from plugin.models.embeddings import Embedder
+
+T = DEFAULT_RECALL_SETTINGS.topic_temperature
+"""The topics' softmax temperature recall uses."""
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +29,12 @@ def test_the_space_has_one_unit_prototype_per_domain(space: TopicSpace) -> None:
 def test_topics_are_distributions_whatever_the_vectors_length(space: TopicSpace) -> None:
     rng = np.random.default_rng(7)
     vectors = rng.normal(size=(5, 384)) * np.array([[1.0], [3.0], [0.01], [10.0], [1.0]])
-    shares = space.topics(vectors)
+    shares = space.topics(vectors, T)
     assert shares.shape == (5, len(LIFE_TOPICS))
     assert shares.sum(axis=1) == pytest.approx(np.ones(5))
     assert (shares >= 0).all()
     # scaling a vector does not change its topic (cosines are taken)
-    assert space.topics(vectors[1:2] * 7.0) == pytest.approx(shares[1:2])
+    assert space.topics(vectors[1:2] * 7.0, T) == pytest.approx(shares[1:2])
 
 
 @pytest.mark.parametrize(
@@ -67,7 +71,7 @@ def test_a_question_agrees_more_with_its_answer_than_with_another_domain(
     space: TopicSpace, embedder: Embedder, question: str, answer: str, elsewhere: str
 ) -> None:
     query, *members = embedder.embed_documents([question, answer, elsewhere])
-    agreed, _ = space.agreement(query, np.stack(members))
+    agreed, _ = space.agreement(query, np.stack(members), T)
     assert agreed[0] > agreed[1] + 0.2, (question, agreed.tolist())
     assert ((agreed >= 0) & (agreed <= 1)).all()
 
@@ -76,13 +80,13 @@ def test_agreement_is_symmetric_and_empty_members_agree_with_nothing(
     space: TopicSpace, embedder: Embedder
 ) -> None:
     first, second = embedder.embed_documents(["Where do I live?", "I moved to a new town."])
-    (there,), topic = space.agreement(first, second[None, :])
-    (back,), _ = space.agreement(second, first[None, :])
+    (there,), topic = space.agreement(first, second[None, :], T)
+    (back,), _ = space.agreement(second, first[None, :], T)
     assert there == pytest.approx(back, abs=1e-9)
     assert topic == "home"
-    none, topic = space.agreement(first, np.zeros((0, 384)))
+    none, topic = space.agreement(first, np.zeros((0, 384)), T)
     assert none.shape == (0,) and topic == "home"
     # a vector read as float32 or widened to float64 gets the same bits
-    widened, _ = space.agreement(first, np.stack([second, first]).astype(np.float64))
-    narrow, _ = space.agreement(first, np.stack([second, first]).astype(np.float32))
+    widened, _ = space.agreement(first, np.stack([second, first]).astype(np.float64), T)
+    narrow, _ = space.agreement(first, np.stack([second, first]).astype(np.float32), T)
     assert widened.tolist() == narrow.tolist()

@@ -94,7 +94,8 @@ def test_recall_json_is_ranked_with_the_full_breakdown(
     )
     assert code == 0, err
     result = json.loads(out)
-    assert list(result) == ["query", "user_id", "now", "results", "skipped"]
+    assert list(result) == ["query", "user_id", "now", "plan", "results", "skipped"]
+    assert (result["plan"]["kind"], result["plan"]["subject"]) == ("state", "user")
     assert result["skipped"] == []
     assert (result["query"], result["user_id"]) == ("Where do I live?", "alice")
     assert result["now"] == "2026-06-01T12:00:00.000000+00:00"
@@ -127,7 +128,7 @@ def test_recall_prints_a_readable_table(library: str, capsys: pytest.CaptureFixt
     )
     assert lines[1].split()[:6] == ["#", "score", "dist", "sim", "recency", "age"]
     assert "carmen-allergy-new" in lines[3] and len(lines) == 3 + 6 + 1
-    assert lines[-1].startswith("time rule of #1: current-state query (about the user ('i')")
+    assert lines[-1].startswith("time rule of #1: current-state query (about the user, no past")
 
 
 def _recall_ids(capsys: pytest.CaptureFixture[str], library: str, *extra: str) -> list[str]:
