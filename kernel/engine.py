@@ -59,6 +59,7 @@ from kernel.protocols import (
     Message,
     ModelAdapter,
     OutboxItem,
+    RankedRetriever,
     RetrievalInput,
     StateStore,
     TurnEffects,
@@ -254,7 +255,9 @@ class AffectEngine:
         retrieved memories whose text is a message in the history window are not ranked.
         ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them; without
         them the engine ranks with the retriever's ``ranking_weights`` when it has them (so a
-        turn ranks as that store's recall does), else with the kernel's defaults."""
+        turn ranks as that store's recall does), else with the kernel's defaults. A retriever
+        that ranks its own memories (``RankedRetriever``) is taken at its order, not ranked
+        again."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         if retriever is not None:
@@ -395,15 +398,18 @@ class AffectEngine:
                 )
             else:
                 candidates: Sequence[MemoryCandidate] = ()
+                memories: tuple[ScoredCandidate, ...] = ()
                 # retrieval_limit 0 ranks nothing, so the retriever is not asked at all.
                 if (
                     gate.should_retrieve
                     and self._retriever is not None
                     and self._limits.retrieval_limit > 0
                 ):
-                    candidates = await self._retrieve(text, history, exposed, now)
+                    if isinstance(self._retriever, RankedRetriever):  # its order, as it is
+                        memories = await self._retrieve_ranked(text, history, exposed, now)
+                    else:
+                        candidates = await self._retrieve(text, history, exposed, now)
                     watch.lap("retrieve")
-                memories: tuple[ScoredCandidate, ...] = ()
                 if candidates:
                     memories = rank_candidates(
                         candidates,
@@ -516,19 +522,26 @@ class AffectEngine:
             result = result.model_copy(update={"intent": intent})
         return result
 
-    async def _retrieve(
+    def _retrieval_input(
         self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
-    ) -> Sequence[MemoryCandidate]:
-        assert self._retriever is not None
-        cap = self._limits.max_retrieval_candidates
-        found = await self._retriever.retrieve(
-            RetrievalInput(
-                query=text, history=history, state=state, limit=cap, now=now, weights=self._weights
-            )
+    ) -> RetrievalInput:
+        return RetrievalInput(
+            query=text,
+            history=history,
+            state=state,
+            limit=self._limits.max_retrieval_candidates,
+            now=now,
+            weights=self._weights,
         )
+
+    def _checked(self, found: object, kind: type[Any]) -> list[Any]:
+        """The retriever's answer as a list of ``kind``, refused whole when malformed or over
+        the limit; memories whose text the history window already shows are left out."""
+        cap = self._limits.max_retrieval_candidates
         if not isinstance(found, list | tuple):
             raise MalformedOutputError(
-                f"retriever returned {type(found).__name__}, not a list or tuple of MemoryCandidate"
+                f"retriever returned {type(found).__name__}, not a list or tuple of "
+                f"{kind.__name__}"
             )
         if len(found) > cap:
             raise LimitExceededError(
@@ -536,17 +549,41 @@ class AffectEngine:
                 "(EngineLimits.max_retrieval_candidates)"
             )
         for index, candidate in enumerate(found):
-            if not isinstance(candidate, MemoryCandidate):
+            if not isinstance(candidate, kind):
                 raise MalformedOutputError(
                     f"retriever candidate {index} is {type(candidate).__name__}, "
-                    "not MemoryCandidate"
+                    f"not {kind.__name__}"
                 )
-        if self._skip_history_echoes and history:
-            # A memory whose text is a message the model already sees in the history window
-            # adds nothing, and its fresh timestamp would crowd older facts out of the ranking.
-            echoes = {message.content.strip() for message in history}
-            found = [candidate for candidate in found if candidate.text.strip() not in echoes]
-        return found
+        return list(found)
+
+    def _without_echoes(self, history: tuple[Message, ...], texts: Sequence[str]) -> list[bool]:
+        """Which of ``texts`` to keep: a memory whose text is a message the model already sees
+        in the history window adds nothing, and its fresh timestamp would crowd older facts
+        out of the ranking."""
+        if not (self._skip_history_echoes and history):
+            return [True] * len(texts)
+        echoes = {message.content.strip() for message in history}
+        return [text.strip() not in echoes for text in texts]
+
+    async def _retrieve(
+        self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
+    ) -> Sequence[MemoryCandidate]:
+        assert self._retriever is not None
+        request = self._retrieval_input(text, history, state, now)
+        found = self._checked(await self._retriever.retrieve(request), MemoryCandidate)
+        keep = self._without_echoes(history, [candidate.text for candidate in found])
+        return [candidate for candidate, kept in zip(found, keep, strict=True) if kept]
+
+    async def _retrieve_ranked(
+        self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
+    ) -> tuple[ScoredCandidate, ...]:
+        """The ranked retriever's best memories in its own order, cut to the turn's limit."""
+        assert isinstance(self._retriever, RankedRetriever)
+        request = self._retrieval_input(text, history, state, now)
+        found = self._checked(await self._retriever.retrieve_ranked(request), ScoredCandidate)
+        keep = self._without_echoes(history, [scored.candidate.text for scored in found])
+        kept = [scored for scored, chosen in zip(found, keep, strict=True) if chosen]
+        return tuple(kept[: self._limits.retrieval_limit])
 
     def _appraise(self, state: AffectState, intent: str, text: str) -> AppraisalOutcome:
         outcome = self._policy.appraise(state, intent, text)

@@ -35,6 +35,7 @@ __all__ = [
     "Message",
     "ModelAdapter",
     "OutboxItem",
+    "RankedRetriever",
     "RetrievalInput",
     "StateStore",
     "StateTransaction",
@@ -164,6 +165,20 @@ class MemoryRetriever(Protocol):
         A retriever may also offer ``ranking_weights`` (``RetrievalWeights``): the weights its
         candidates are prepared for, which an engine without weights of its own ranks with.
         """
+        ...
+
+
+@runtime_checkable
+class RankedRetriever(Protocol):
+    """A retriever that ranks its own memories: a turn takes its order as it is.
+
+    An engine given one asks it instead of ``retrieve`` and does not rank a second time, so a
+    turn surfaces exactly what the retriever's own search would return for the same query.
+    """
+
+    async def retrieve_ranked(self, request: RetrievalInput) -> Sequence[ScoredCandidate]:
+        """The request's best memories, best first, each with its score and every part of it
+        (at most ``request.limit``)."""
         ...
 
 

@@ -63,11 +63,14 @@ def measure_hybrid(
     corpus, embed_seconds = real_corpus(
         n, queries=queries, users=1, seed=seed, model=model, root=root, progress=progress
     )
-    asked = check_embeddings(model.embed_documents(corpus.query_texts), len(corpus.query_texts))
+    # every text a query's plan embeds (the owner written each way), embedded once up front
+    planned = [default_analyser().plan(text, _USER, BENCH_NOW) for text in corpus.query_texts]
+    query_texts = list(dict.fromkeys(t for plan in planned for t in plan.embed_texts))
+    asked = check_embeddings(model.embed_documents(query_texts), len(query_texts))
     phrases = topic_phrases()  # what a current-state query's topic term embeds once
     described = check_embeddings(model.embed_documents(phrases), len(phrases))
     table = TableEmbedder(
-        [*corpus.texts, *corpus.query_texts, *phrases],
+        [*corpus.texts, *query_texts, *phrases],
         np.concatenate([corpus.vectors, asked, described]),
         name=corpus.embedder_name,
     )
@@ -112,7 +115,7 @@ def measure_hybrid(
                 hybrid.append(hybrid_ns)
                 for name, values in parts.items():
                     values.append(seen.get(name, 0))
-                kind = default_analyser().plan(text, _USER, BENCH_NOW).kind
+                kind = planned[index].kind
                 rules[kind] = rules.get(kind, 0) + 1
     finally:
         memory.close()

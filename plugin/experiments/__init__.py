@@ -32,6 +32,7 @@ from plugin.experiments.scorers import (
     similarity_scores,
     standard_scorers,
 )
+from plugin.experiments.settings_fitting import SettingsFit, SettingsStep, fit_settings, split_users
 from plugin.experiments.synthetic import (
     REGIME_NAMES,
     REGIMES,
@@ -51,10 +52,13 @@ __all__ = [
     "PoolQuery",
     "QueryBatch",
     "RankingMetrics",
+    "SettingsFit",
+    "SettingsStep",
     "SyntheticConfig",
     "additive_scores",
     "evaluate",
     "evaluate_scorers",
+    "fit_settings",
     "fit_weights",
     "generate_from_weights",
     "generate_regime",
@@ -70,5 +74,6 @@ __all__ = [
     "significance_sweep",
     "similarity_scores",
     "split_queries",
+    "split_users",
     "standard_scorers",
 ]

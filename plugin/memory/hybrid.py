@@ -44,7 +44,7 @@ import numpy.typing as npt
 from kernel.batch import RankedColumns, rank_columns
 from kernel.engine import StageObserver
 from kernel.models import MemoryCandidate
-from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights
+from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
 from plugin.memory.change_cues import change_word
 from plugin.memory.collections import UserCollections
 from plugin.memory.feedback import closest_feedback
@@ -66,6 +66,7 @@ from plugin.memory.results import RecallHit
 from plugin.memory.rows import StoredRows, rows_from_query
 from plugin.memory.settings import RecallSettings
 from plugin.memory.time_rule import (
+    cue_scales,
     rule_ages,
     rule_anchor,
     rule_reasons,
@@ -105,6 +106,36 @@ class RankedQuery:
         if not len(self.rows):
             return ()
         return explained_hits(self.rows, self.ranked, self.explanation)
+
+    def scored(self) -> tuple[ScoredCandidate, ...]:
+        """The ranked memories as the kernel scored them, best first: each candidate carries
+        Chroma's cosine distance and its rule's age (``age_days``), and the score its
+        relevance (``similarity``), recency, salience and congruence. What an engine turn
+        takes as it is (``kernel.protocols.RankedRetriever``)."""
+        columns, scores, ages = self.rows.columns, self.ranked.scores, self.explanation.ages
+        construct = MemoryCandidate.model_construct
+        return tuple(
+            ScoredCandidate.model_construct(
+                candidate=construct(
+                    id=columns.ids[i],
+                    text=self.rows.texts[i],
+                    distance=float(self.explanation.distances[i]),
+                    timestamp=self.rows.timestamps[i],
+                    significance=float(columns.significance[i]),
+                    recall_count=int(columns.recall_counts[i]),
+                    episode=bool(columns.episodes[i]),
+                    emotional_valence=float(columns.valences[i]),
+                    age_days=float(ages[i]),
+                ),
+                score=float(scores.score[i]),
+                similarity=float(scores.similarity[i]),
+                recency=float(scores.recency[i]),
+                salience=float(scores.salience[i]),
+                congruence=float(scores.congruence[i]),
+                episode_bonus=float(scores.episode_bonus[i]),
+            )
+            for i in self.ranked.order
+        )
 
     def candidates(self) -> tuple[MemoryCandidate, ...]:
         """The ranked memories as the kernel candidates they were scored as, best first.
@@ -158,6 +189,9 @@ class _Relevance:
     lexical: FloatArray | None = None
     share: FloatArray | None = None
     """A current-state question's share of the query each member matches (``lexical_share``)."""
+    scale: FloatArray | None = None
+    """A current-state question's ``cue_scales`` of each member (1 where the index lacks its
+    text: the rows read decide theirs)."""
     fused: FloatArray | None = None
     topic: FloatArray | None = None
     """A current-state question's topic agreement of each member with the query."""
@@ -260,7 +294,12 @@ class HybridRecall:
     ) -> QueryPool:
         start = perf_counter()
         hits = self._index.lexical_search(
-            user_id, query, settings.lexical_candidates, known=set(pool.ids)
+            user_id,
+            query,
+            settings.lexical_candidates,
+            known=set(pool.ids),
+            k1=settings.bm25_k1,
+            b=settings.bm25_b,
         )
         self._timed("lexical_search", start)
 
@@ -310,12 +349,17 @@ class HybridRecall:
             )
             cosine, topics, shares = relevance.state_cosine, relevance.topic, relevance.share
             settings = scoring.settings
+            held = [t if k else None for k, t in zip(known.tolist(), texts, strict=True)]
+            scales = cue_scales(held, settings)
+            relevance = replace(relevance, scale=scales)
             relevance = _with_similarity(
-                relevance, state_similarity(cosine, reports, settings, topics, shares)
+                relevance, state_similarity(cosine, reports, settings, topics, shares, scales)
             )
-            # one whose text the index lacks may report a change: its ceiling assumes it does
+            # one whose text the index lacks may report a change (and be short): its ceiling
+            # assumes it does
             upper = _with_similarity(
-                relevance, state_similarity(cosine, reports | ~known, settings, topics, shares)
+                relevance,
+                state_similarity(cosine, reports | ~known, settings, topics, shares, scales),
             )
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(
@@ -371,7 +415,10 @@ class HybridRecall:
                 topics = None if relevance.topic is None else relevance.topic[at]
                 shares = None if relevance.share is None else relevance.share[at]
                 cosines = relevance.state_cosine[at]
-                similarity = state_similarity(cosines, said, scoring.settings, topics, shares)
+                scales = cue_scales([_text(t) or "" for t in texts], scoring.settings)
+                similarity = state_similarity(
+                    cosines, said, scoring.settings, topics, shares, scales
+                )
                 distances = 2.0 * (1.0 - similarity)
             rows = rows_from_query(
                 kept,
@@ -457,6 +504,7 @@ class HybridRecall:
         calendar = (scoring.now.timestamp() - columns.epochs) / SECONDS_PER_DAY
         ages = _ages(rule, columns.epochs, scoring.now, newest_epoch, scoring.settings)
         changes: list[str | None] | None = None
+        scales: FloatArray | None = None
         if rule is None:
             reasons = [CALENDAR_RULE] * len(rows)
         elif rule.kind == "state":
@@ -466,6 +514,7 @@ class HybridRecall:
                 topics = (relevance.topic[at], relevance.query_topic)
             closest = None if relevance.closest is None else relevance.closest[at]
             shares = None if relevance.share is None else relevance.share[at]
+            scales = cue_scales(rows.texts, scoring.settings)
             reasons = rule_reasons(
                 rule,
                 ages,
@@ -475,6 +524,7 @@ class HybridRecall:
                 topics=topics,
                 closest=closest,
                 shares=shares,
+                scales=scales,
             )
         else:
             reasons = rule_reasons(rule, ages, relevance.cosine[at], scoring.settings)
@@ -505,6 +555,7 @@ class HybridRecall:
             topic=part(relevance.topic),
             closest=part(relevance.closest),
             share=part(relevance.share),
+            scale=scales,
             changes=changes,
             plan=None if rule is None else rule.kind,
             weights=_rule_weights(rule, scoring.settings, relevance.bm25 is not None),
@@ -527,6 +578,7 @@ def _rule_weights(
             "closest": settings.feedback_weight,
             "topic": settings.topic_weight,
             "change_gain": settings.change_gain,
+            "cue_words": settings.state_cue_words,
         }
     weight = settings.lexical_weight if lexical else 0.0
     return {"lexical": weight, "dense": 1.0 - weight}

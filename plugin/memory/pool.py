@@ -145,10 +145,17 @@ class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
 
     def lexical_search(
-        self, user_id: str, query: str, limit: int, *, known: Collection[str] | None = None
+        self,
+        user_id: str,
+        query: str,
+        limit: int,
+        *,
+        known: Collection[str] | None = None,
+        k1: float = ...,
+        b: float = ...,
     ) -> LexicalHits:
-        """The user's best ``limit`` BM25 matches for ``query``, best first (with ``known``,
-        the index's embeddings of the hits it lacks)."""
+        """The user's best ``limit`` BM25 matches (``k1``, ``b``) for ``query``, best first
+        (with ``known``, the index's embeddings of the hits it lacks)."""
         ...
 
     def rehearsal(

@@ -48,6 +48,7 @@ class Explanation:
     topic: FloatArray | None = None
     closest: FloatArray | None = None
     share: FloatArray | None = None
+    scale: FloatArray | None = None
     changes: list[str | None] | None = None
     """Each row's change cue (a current-state question's), None where it reports none."""
     plan: PlanKind | None = None
@@ -95,6 +96,7 @@ def explained_hits(
                 topic=_part(explanation.topic, i),
                 closest=_part(explanation.closest, i),
                 share=_part(explanation.share, i),
+                cue_scale=_part(explanation.scale, i),
                 change=None if explanation.changes is None else explanation.changes[i],
                 weights=explanation.weights,
             ),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError
 
@@ -15,8 +15,10 @@ from kernel.bounds import SignedUnit, check_int
 from kernel.errors import InvalidInputError, shown
 from kernel.models import MAX_TEXT_CHARS, FrozenModel
 from plugin.memory.problems import explain_error, problems_message
-from plugin.memory.recall.plan import PlanKind, QueryPlan
 from plugin.memory.records import check_identifier, check_text
+
+if TYPE_CHECKING:  # the plan's module reads the index, which reads these results
+    from plugin.memory.recall.plan import PlanKind, QueryPlan
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -215,6 +217,10 @@ class Relevance:
     share: float | None = None
     """A current-state question's share of the query the memory matches: BM25 over the
     query's total idf, at most 1, weighed at ``weights["words_matched"]``."""
+    cue_scale: float | None = None
+    """How much of a current-state question's memory its topic and change speak for: 1 up
+    to ``weights["cue_words"]`` words, that many over its words beyond (the topic term and
+    the change gain count at this share)."""
     change: str | None = None
     """The change a current-state question's memory reports (``plugin.memory.change_cues``),
     which multiplies its relevance by ``1 + weights["change_gain"]``; None: it reports none."""
@@ -234,6 +240,7 @@ class Relevance:
             "topic": self.topic,
             "closest": self.closest,
             "share": self.share,
+            "cue_scale": self.cue_scale,
             "change": self.change,
             "weights": dict(self.weights),
         }

@@ -1,9 +1,11 @@
 """One user's memories as the engine's retriever: every retrieval scoped to that user.
 
-It returns the turn's best memories as recall ranks them, prepared for the kernel (the
-relevance as its distance, the time rule's age, the index's recall count), and offers its
-settings' weights as ``ranking_weights``, so an engine without weights of its own ranks a
-turn exactly as ``ChromaMemory.recall`` ranks the same query.
+It is a ``RankedRetriever``: a turn takes its memories in recall's order, scored as recall
+scored them, and does not rank them again, so a turn surfaces exactly what
+``ChromaMemory.recall`` returns for the same query, settings and ``now``. For an engine that
+ranks candidates itself, ``retrieve`` also prepares them for the kernel (the relevance as the
+distance, the rule's age, the index's recall count), and ``ranking_weights`` offers the
+settings' weights to rank them with.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from kernel.models import MemoryCandidate
 from kernel.protocols import RetrievalInput
-from kernel.retrieval import RetrievalWeights
+from kernel.retrieval import RetrievalWeights, ScoredCandidate
 from plugin.memory.results import check_user
 from plugin.memory.settings import RecallSettings, resolve_settings
 
@@ -47,6 +49,13 @@ class UserRetriever:
     def ranking_weights(self) -> RetrievalWeights:
         """The weights the candidates are prepared for: an engine given none ranks with them."""
         return self._settings.weights
+
+    async def retrieve_ranked(self, request: RetrievalInput) -> tuple[ScoredCandidate, ...]:
+        """The request's best memories from this user's only, in recall's order and scored as
+        recall scores them (``request.weights``, the engine's, or else this retriever's)."""
+        return await self._memory.retrieve_ranked(
+            request, user_id=self._user_id, settings=self._settings
+        )
 
     async def retrieve(self, request: RetrievalInput) -> tuple[MemoryCandidate, ...]:
         """The request's best candidates from this user's memories only, prepared for the

@@ -74,8 +74,13 @@ class RecallSettings(ParameterModel):
     """Chroma's nearest memories added to the pool (at least ``top_k`` are fetched)."""
     lexical_candidates: Annotated[int, _pool_size(0)] = 64
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""
+    bm25_k1: NonNegativeFloat = 1.2
+    """BM25's term-frequency saturation (``plugin.memory.index.bm25``)."""
+    bm25_b: UnitInterval = 0.75
+    """BM25's length normalisation."""
     lexical_weight: UnitInterval = 0.6
-    """The BM25 share of the fused relevance; the cosine's is the rest."""
+    """The weight of the share of the query matched in the fused relevance (``fusion``); the
+    cosine's is the rest."""
     state_lexical_weight: UnitInterval = 0.15
     """A current-state question's weight of the share of the query a memory matches (BM25
     over the query's total idf); its cosine's is the rest. Small: what shares a question's
@@ -90,6 +95,10 @@ class RecallSettings(ParameterModel):
     change_gain: NonNegativeFloat = 0.2
     """A current-state question's relevance of a memory that reports a change is ``1 +
     change_gain`` times what it is otherwise, at most 1 (``plugin.memory.change_cues``)."""
+    state_cue_words: PositiveFloat = 50.0
+    """A current-state question's topic term and change gain count fully for a memory of up
+    to this many words and at this many over its words for a longer one: a change word or a
+    topic in a long chat turn speaks for little of it (LongMemEval's dev subset)."""
     feedback_weight: UnitInterval = 0.15
     """A current-state question blends each memory's cosine with its cosine with the query's
     closest memory at this weight (``plugin.memory.feedback``)."""

@@ -34,7 +34,7 @@ from kernel.engine import StageObserver
 from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from kernel.protocols import RetrievalInput
-from kernel.retrieval import RetrievalWeights
+from kernel.retrieval import RetrievalWeights, ScoredCandidate
 from plugin.errors import StoreError
 from plugin.memory import turn_writes
 from plugin.memory.batches import validate_records
@@ -402,17 +402,12 @@ class ChromaMemory:
         )
         return ranked[0].candidates()
 
-    def prepared_candidates(
-        self,
-        request: RetrievalInput,
-        user_id: str,
-        *,
-        settings: RecallSettings | None = None,
-    ) -> tuple[MemoryCandidate, ...]:
-        """The ``request.limit`` best of ``user_id``'s memories for an engine turn, as the
-        kernel candidates recall scored them (its distance, the rule's ``age_days``, the
-        index's recall count), so the engine's ranking of them is recall's; ranked with
-        ``request.weights`` when given, else the settings' weights."""
+    def _prepared(
+        self, request: RetrievalInput, user_id: str, settings: RecallSettings | None
+    ) -> RankedQuery:
+        """An engine request ranked as ``recall`` ranks its query: the ``request.limit`` best
+        (at most 64) of ``user_id``'s memories, with ``request.weights`` when given, else the
+        settings' weights."""
         user_id = check_user(user_id)
         settings = resolve_settings(settings)
         moment = normalize_timestamp(request.now, field="now").moment
@@ -429,7 +424,31 @@ class ChromaMemory:
             settings=settings,
             weights=request.weights,
         )
-        return ranked[0].candidates()
+        return ranked[0]
+
+    def prepared_candidates(
+        self,
+        request: RetrievalInput,
+        user_id: str,
+        *,
+        settings: RecallSettings | None = None,
+    ) -> tuple[MemoryCandidate, ...]:
+        """The ``request.limit`` best of ``user_id``'s memories for an engine that ranks them
+        itself, as the kernel candidates recall scored them (its relevance as the distance
+        ``2 (1 - relevance)``, the rule's ``age_days``, the index's recall count), so the
+        kernel's ranking of them is recall's."""
+        return self._prepared(request, user_id, settings).candidates()
+
+    def prepared_ranking(
+        self,
+        request: RetrievalInput,
+        user_id: str,
+        *,
+        settings: RecallSettings | None = None,
+    ) -> tuple[ScoredCandidate, ...]:
+        """The ``request.limit`` best of ``user_id``'s memories as recall ranks them, best
+        first, each scored with its parts: what an engine turn takes as it is."""
+        return self._prepared(request, user_id, settings).scored()
 
     async def retrieve(
         self,
@@ -446,16 +465,35 @@ class ChromaMemory:
         the queries run in a worker thread so the event loop keeps serving other
         conversations.
         """
+        resolved = self._scoped(user_id, candidates, settings)
+        return await asyncio.to_thread(
+            self.prepared_candidates, request, resolved[0], settings=resolved[1]
+        )
+
+    async def retrieve_ranked(
+        self,
+        request: RetrievalInput,
+        *,
+        user_id: str | None = None,
+        candidates: int | None = None,
+        settings: RecallSettings | None = None,
+    ) -> tuple[ScoredCandidate, ...]:
+        """An engine request's best memories from ``user_id``'s, ranked as ``recall`` ranks
+        them (``prepared_ranking``), in a worker thread; unscoped is refused."""
+        resolved = self._scoped(user_id, candidates, settings)
+        return await asyncio.to_thread(
+            self.prepared_ranking, request, resolved[0], settings=resolved[1]
+        )
+
+    def _scoped(
+        self, user_id: str | None, candidates: int | None, settings: RecallSettings | None
+    ) -> tuple[str, RecallSettings]:
         if user_id is None:
             raise InvalidInputError(
                 "retrieve needs a user scope: pass user_id=..., or hand the engine "
                 "memory.retriever_for(user_id)"
             )
-        user_id = check_user(user_id)
-        resolved = resolve_settings(settings, candidates=candidates)
-        return await asyncio.to_thread(
-            self.prepared_candidates, request, user_id, settings=resolved
-        )
+        return check_user(user_id), resolve_settings(settings, candidates=candidates)
 
     def retriever_for(
         self,

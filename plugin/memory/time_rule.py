@@ -46,6 +46,7 @@ from plugin.memory.settings import RecallSettings
 from plugin.memory.time_cues import days_from_period
 
 __all__ = [
+    "cue_scales",
     "rule_ages",
     "rule_anchor",
     "rule_reasons",
@@ -118,26 +119,39 @@ def rule_ages(
     return ages * settings.state_age_scale
 
 
+def cue_scales(texts: Sequence[str | None], settings: RecallSettings) -> FloatArray:
+    """How much of each memory its topic and its change cue speak for: 1 for a statement of
+    up to ``settings.state_cue_words`` words, that many over its words for a longer message
+    (a "new" or "now" in a long chat turn says little of a change of state); 1 where the text
+    is unknown (None), the most it can be."""
+    limit = settings.state_cue_words
+    counts = np.array([limit if text is None else len(text.split()) for text in texts], float)
+    scales: FloatArray = np.minimum(1.0, limit / np.maximum(counts, 1.0))
+    return scales
+
+
 def state_similarity(
     cosines: FloatArray,
     changes: npt.NDArray[np.bool_],
     settings: RecallSettings,
     topics: FloatArray | None = None,
     shares: FloatArray | None = None,
+    scales: FloatArray | None = None,
 ) -> FloatArray:
     """A current-state query's relevance: the cosine (blended with the closest memory's,
     ``plugin.memory.feedback``) clipped to [0, 1] and the share of the query the memory
     matches (``shares``, ``QueryPool.lexical_share``; none: 0) weighted ``1 - w`` and ``w``
     (``state_lexical_weight``), plus ``topic_weight`` times the topic agreement (``topics``;
     none: 0), times ``1 + change_gain`` where the memory reports a change (``changes``), at
-    most 1."""
+    most 1; the topic term and the gain count at each memory's ``cue_scales`` (none: 1)."""
     weight = settings.state_lexical_weight
+    scale = np.ones(len(cosines)) if scales is None else scales
     base = (1.0 - weight) * np.clip(cosines, 0.0, 1.0)
     if shares is not None:
         base = base + weight * shares
     if topics is not None:
-        base = base + settings.topic_weight * topics
-    gain = np.where(changes, 1.0 + settings.change_gain, 1.0)
+        base = base + settings.topic_weight * topics * scale
+    gain = np.where(changes, 1.0 + settings.change_gain * scale, 1.0)
     gained: FloatArray = np.minimum(1.0, base * gain)
     return gained
 
@@ -152,12 +166,13 @@ def rule_reasons(
     topics: tuple[FloatArray, str] | None = None,
     closest: FloatArray | None = None,
     shares: FloatArray | None = None,
+    scales: FloatArray | None = None,
 ) -> list[str]:
     """One line per memory saying why it is scored at its age (and, for the state rule, which
     relevance: ``changes`` holds each memory's change cue, None where it reports none;
     ``topics`` each memory's topic agreement and the query's likeliest topic; ``closest``
     each memory's cosine with the query's closest memory, ``plugin.memory.feedback``;
-    ``shares`` the share of the query each matches)."""
+    ``shares`` the share of the query each matches; ``scales`` each one's ``cue_scales``)."""
     if rule.kind == "period":
         assert rule.period is not None
         start, end = (datetime.fromtimestamp(edge, UTC).date().isoformat() for edge in rule.period)
@@ -183,14 +198,22 @@ def rule_reasons(
     resemblances: list[float | None] = (
         list(closest.tolist()) if closest is not None else [None] * count
     )
+    scaled = [1.0] * count if scales is None else list(scales.tolist())
     matched: list[float | None] = list(shares.tolist()) if shares is not None else [None] * count
     return [
         f"current-state query ({rule.reason}): similarity = "
-        f"{_similarity_text(settings, cosine, resembles, share, agreed, topic)}"
-        f"{_gain(settings, word)}; {_days(days)} older than the newest of the "
+        f"{_similarity_text(settings, cosine, resembles, share, agreed, topic, cue)}"
+        f"{_gain(settings, word, cue)}; {_days(days)} older than the newest of the "
         f"query's {members} closest memories, aged at {scale:g}"
-        for days, cosine, word, agreed, resembles, share in zip(
-            real.tolist(), cosines.tolist(), words, agreements, resemblances, matched, strict=True
+        for days, cosine, word, agreed, resembles, share, cue in zip(
+            real.tolist(),
+            cosines.tolist(),
+            words,
+            agreements,
+            resemblances,
+            matched,
+            scaled,
+            strict=True,
         )
     ]
 
@@ -202,6 +225,7 @@ def _similarity_text(
     share: float | None,
     agreed: float | None,
     topic: str,
+    cue: float,
 ) -> str:
     dense = f"cosine {cosine:.2f}"
     if resembles is not None:
@@ -212,14 +236,16 @@ def _similarity_text(
     if lexical > 0:
         parts.append(f"{lexical:g} x words matched {share or 0.0:.2f}")
     if agreed is not None:
-        parts.append(f"{settings.topic_weight:g} x topic agreement {agreed:.2f} on {topic!r}")
+        topic_weight = f"{settings.topic_weight:g}" + (f" x {cue:.2f}" if cue < 1 else "")
+        parts.append(f"{topic_weight} x topic agreement {agreed:.2f} on {topic!r}")
     return parts[0] if len(parts) == 1 else " + ".join(parts)
 
 
-def _gain(settings: RecallSettings, word: str | None) -> str:
+def _gain(settings: RecallSettings, word: str | None, cue: float) -> str:
     if word is None:
         return ""
-    return f", x {1 + settings.change_gain:g} (reports a change: {word!r})"
+    length = "" if cue >= 1 else f", at {cue:.2f} for its length"
+    return f", x {1 + settings.change_gain * cue:.3g} (reports a change: {word!r}{length})"
 
 
 def _days(age: float) -> str:

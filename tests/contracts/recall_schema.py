@@ -35,6 +35,7 @@ RELEVANCE_KEYS = (
     "topic",
     "closest",
     "share",
+    "cue_scale",
     "change",
     "weights",
 )
@@ -52,6 +53,7 @@ def state_similarity_of(relevance: dict[str, object]) -> float:
     base = weights["cosine"] * max(0.0, cosine) + weights["words_matched"] * float(
         relevance["share"] or 0.0  # type: ignore[arg-type]
     )
-    base += weights["topic"] * float(relevance["topic"] or 0.0)  # type: ignore[arg-type]
-    gain = 1 + weights["change_gain"] if relevance["change"] is not None else 1.0
+    scale = float(relevance["cue_scale"])  # type: ignore[arg-type]
+    base += weights["topic"] * scale * float(relevance["topic"] or 0.0)  # type: ignore[arg-type]
+    gain = 1 + weights["change_gain"] * scale if relevance["change"] is not None else 1.0
     return float(min(1.0, base * gain))

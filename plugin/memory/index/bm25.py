@@ -2,8 +2,9 @@
 
 score(d, q) = sum over the distinct query terms t in d of
     idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(d) / avglen))
-with idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) (Lucene's, never negative), k1 = 1.2,
-b = 0.75, N the user's memories, avglen their mean length in terms. A document's terms are
+with idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) (Lucene's, never negative), k1 and b the
+recall settings' ``bm25_k1`` and ``bm25_b`` (1.2 and 0.75 by default), N the user's memories,
+avglen their mean length in terms. A document's terms are
 added in the query's term order, so the sum has the same bits whatever order a database
 returns the postings in.
 """
@@ -17,13 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["K1", "B", "idf", "score_postings", "term_score"]
-
-K1 = 1.2
-"""Term-frequency saturation."""
-
-B = 0.75
-"""Length normalisation."""
+__all__ = ["idf", "score_postings", "term_score"]
 
 _DENSE_SPAN = 8
 """Scores are summed in an array over every key up to the highest when that array is at most
@@ -35,10 +30,12 @@ def idf(n_docs: int, df: int) -> float:
     return math.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
-def term_score(tf: int, length: int, avg_length: float, term_idf: float) -> float:
+def term_score(
+    tf: int, length: int, avg_length: float, term_idf: float, *, k1: float, b: float
+) -> float:
     """One term's BM25 contribution to one document, in closed form (for checks and tests)."""
-    norm = K1 * (1.0 - B + B * length / avg_length)
-    return term_idf * tf * (K1 + 1.0) / (tf + norm)
+    norm = k1 * (1.0 - b + b * length / avg_length)
+    return term_idf * tf * (k1 + 1.0) / (tf + norm)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +52,10 @@ class TermPostings:
 
 
 def score_terms(
-    postings: Sequence[TermPostings], n_docs: int, total_length: int
+    postings: Sequence[TermPostings], n_docs: int, total_length: int, *, k1: float, b: float
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """BM25 of every document in ``postings`` (one entry per distinct query term, in the
-    query's order): (doc keys ascending, scores)."""
+    query's order) with ``k1`` and ``b``: (doc keys ascending, scores)."""
     present = [term for term in postings if len(term)]
     if not present or n_docs <= 0 or total_length <= 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
@@ -73,7 +70,7 @@ def score_terms(
         dense = np.zeros(highest + 1, dtype=np.float64)
         touched = np.zeros(highest + 1, dtype=bool)
         for index, term in enumerate(present):
-            dense[term.doc_keys] += _weights(term, idfs[index], avg_length)
+            dense[term.doc_keys] += _weights(term, idfs[index], avg_length, k1, b)
             touched[term.doc_keys] = True
         doc_keys = np.flatnonzero(touched)
         return doc_keys.astype(np.int64), dense[doc_keys]
@@ -81,17 +78,17 @@ def score_terms(
     scores = np.zeros(len(doc_keys), dtype=np.float64)
     start = 0
     for index, term in enumerate(present):
-        scores[slot[start : start + len(term)]] += _weights(term, idfs[index], avg_length)
+        scores[slot[start : start + len(term)]] += _weights(term, idfs[index], avg_length, k1, b)
         start += len(term)
     return doc_keys.astype(np.int64), scores
 
 
 def _weights(
-    term: TermPostings, term_idf: np.float64, avg_length: float
+    term: TermPostings, term_idf: np.float64, avg_length: float, k1: float, b: float
 ) -> npt.NDArray[np.float64]:
     """One term's BM25 contribution to each document in its postings."""
-    norm = K1 * (1.0 - B + B * term.lengths / avg_length)
-    weights: npt.NDArray[np.float64] = term_idf * term.tf * (K1 + 1.0) / (term.tf + norm)
+    norm = k1 * (1.0 - b + b * term.lengths / avg_length)
+    weights: npt.NDArray[np.float64] = term_idf * term.tf * (k1 + 1.0) / (term.tf + norm)
     return weights
 
 
@@ -111,6 +108,9 @@ def score_postings(
     rows: Sequence[tuple[str, int, int, int]],
     n_docs: int,
     total_length: int,
+    *,
+    k1: float,
+    b: float,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
     """BM25 of every document with a posting among ``rows``: (doc keys ascending, scores).
 
@@ -120,4 +120,5 @@ def score_postings(
     grouped: dict[str, list[tuple[int, int, int]]] = {term: [] for term in terms}
     for term, doc_key, tf, length in rows:
         grouped[term].append((doc_key, tf, length))
-    return score_terms([postings_of(grouped[term]) for term in terms], n_docs, total_length)
+    columns = [postings_of(grouped[term]) for term in terms]
+    return score_terms(columns, n_docs, total_length, k1=k1, b=b)

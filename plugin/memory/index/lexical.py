@@ -311,9 +311,12 @@ def search(
     limit: int,
     cache: PostingsCache | None = None,
     known: Collection[str] | None = None,
+    *,
+    k1: float,
+    b: float,
 ) -> LexicalHits:
-    """The ``limit`` best BM25 matches of ``query`` among user ``key``'s memories; with
-    ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
+    """The ``limit`` best BM25 matches (``k1``, ``b``) of ``query`` among user ``key``'s
+    memories; with ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
 
     Ties are broken by memory id, so every backend returns the same list.
     """
@@ -328,7 +331,7 @@ def search(
     if totals is None or not totals[0]:
         return nothing
     columns = _postings(tx, key, terms, totals, cache)
-    doc_keys, scores = score_terms(columns, int(totals[0]), int(totals[1]))
+    doc_keys, scores = score_terms(columns, int(totals[0]), int(totals[1]), k1=k1, b=b)
     if not len(doc_keys):
         return nothing
     idf_total = sum(idf(int(totals[0]), len(column)) for column in columns)

@@ -37,6 +37,7 @@ from plugin.memory.index.session import WriteSession
 from plugin.memory.index.sync import SyncReport, backfill, index_held, reconcile
 from plugin.memory.layout import user_collection_name
 from plugin.memory.results import check_ids, check_user
+from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "INDEX_STAGES", "IndexAudit", "MemoryIndex"]
 
@@ -238,12 +239,19 @@ class MemoryIndex:
     # ---------------------------------------------------------------- reads
 
     def lexical_search(
-        self, user_id: str, query: str, limit: int, *, known: Collection[str] | None = None
+        self,
+        user_id: str,
+        query: str,
+        limit: int,
+        *,
+        known: Collection[str] | None = None,
+        k1: float = DEFAULT_RECALL_SETTINGS.bm25_k1,
+        b: float = DEFAULT_RECALL_SETTINGS.bm25_b,
     ) -> LexicalHits:
-        """``user_id``'s memories best matching ``query`` by BM25, best first, at most
-        ``limit``; empty when the query has no searchable term. With ``known`` (ids the caller
-        has), the embeddings the index holds of the other hits too, read in the same snapshot
-        (``LexicalHits.absent`` and ``vectors``)."""
+        """``user_id``'s memories best matching ``query`` by BM25 (``k1``, ``b``: the recall
+        settings'), best first, at most ``limit``; empty when the query has no searchable
+        term. With ``known`` (ids the caller has), the embeddings the index holds of the other
+        hits too, read in the same snapshot (``LexicalHits.absent`` and ``vectors``)."""
         user_id = check_user(user_id)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
@@ -256,7 +264,8 @@ class MemoryIndex:
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
             )
         return self._read(
-            user_id, lambda tx, key: search(tx, key, query, limit, self._postings, known)
+            user_id,
+            lambda tx, key: search(tx, key, query, limit, self._postings, known, k1=k1, b=b),
         )
 
     def document_frequencies(self, user_id: str, terms: Sequence[str]) -> tuple[int, list[int]]:

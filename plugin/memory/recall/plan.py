@@ -80,7 +80,8 @@ class QueryPlan:
     period: tuple[float, float] | None = None
     """The span a ``period`` query names, as epoch seconds (end exclusive)."""
     match_text: str = ""
-    """The query's words for the lexical search (the owner's mentions removed)."""
+    """The query's words for the lexical search: the owner's mentions and the state words
+    removed (they say how to rank, not what a memory says)."""
     embed_texts: tuple[str, ...] = ()
     """The texts whose weighted mean embedding is the query's: one per way of writing the
     owner (``embed_forms``), or the query alone when it does not mention the owner."""
@@ -266,7 +267,9 @@ class LexiconAnalyser:
         mentions = [found for found in owner.finditer(query) if found.group(0) != "US"]
         subject: Subject = "user" if mentions else ("other" if self._other(query, name) else "none")
         texts = self._forms(query, mentions, name)
-        match_text = _SPACE.sub(" ", _cut(query, mentions)).strip()
+        # the owner and the state words say how to rank, not what the memory says
+        said = sorted([*mentions, *self._lexicon.state.finditer(query)], key=lambda m: m.start())
+        match_text = _SPACE.sub(" ", _cut(query, _disjoint(said))).strip()
         period = named_period(query, now)
         tense, tense_cue = self._tense(query)
         present = tense == "present"
@@ -406,6 +409,15 @@ class LexiconAnalyser:
             if terms and way != "first":
                 found[way] = terms
         return found
+
+
+def _disjoint(matches: Sequence[re.Match[str]]) -> list[re.Match[str]]:
+    """``matches`` (sorted by start) without those overlapping an earlier one."""
+    kept: list[re.Match[str]] = []
+    for found in matches:
+        if not kept or found.start() >= kept[-1].end():
+            kept.append(found)
+    return kept
 
 
 def _cut(query: str, mentions: Sequence[re.Match[str]]) -> str:

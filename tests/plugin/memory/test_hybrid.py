@@ -127,14 +127,18 @@ def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     """One user of a stale-versus-current set: her new job shares little with the question,
-    but resembles the old job, the question's closest memory."""
+    but resembles the old job, the question's closest memory. The words-matched part is off
+    here, so the feedback is seen alone: with it, "the AC is working overtime" matches
+    "working" and comes first."""
     lines = (CORPORA / "v" / "memories.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines if '"user_id": "ngozi"' in line]
     question = "Where am I working right now?"
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add(records)
 
-        def ranked(settings: RecallSettings = DEFAULT_RECALL_SETTINGS) -> list[RecallHit]:
+        no_words = RecallSettings(state_lexical_weight=0.0)
+
+        def ranked(settings: RecallSettings = no_words) -> list[RecallHit]:
             found = memory.recall(question, "ngozi", now=NOW, top_k=30, settings=settings)
             return list(found.results)
 
@@ -153,4 +157,19 @@ def test_a_state_question_prefers_the_memory_that_resembles_its_closest_one(
             assert hit.relevance.closest == pytest.approx(expected, abs=1e-5), hit.id
         assert "with the closest memory" in hits[0].time_rule
         # without it the stale job wins
-        assert ranked(RecallSettings(feedback_weight=0.0))[0].id == "ngozi-job-old"
+        without = RecallSettings(state_lexical_weight=0.0, feedback_weight=0.0)
+        assert ranked(without)[0].id == "ngozi-job-old"
+
+
+@pytest.mark.parametrize("query", ["bees", "Do I keep bees?", "What did I keep on the roof?"])
+def test_a_lone_memory_that_matches_well_scores_high_on_an_absolute_scale(
+    query: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    """Relevance is anchored to the cosine and the share of the query matched, not scaled over
+    the pool, so a store's only memory is not scored 0 for being its pool's minimum."""
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add([{"id": "bees", "text": "I keep bees on the roof", "user_id": "ann",
+                     "timestamp": "2026-05-31T12:00:00Z"}])  # fmt: skip
+        (hit,) = memory.recall(query, "ann", now=NOW, top_k=3).results
+        assert hit.score >= 0.5, hit.time_rule
+        assert hit.similarity >= 0.5 and hit.recency == pytest.approx(1.0)

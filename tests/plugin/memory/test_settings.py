@@ -1,6 +1,8 @@
 """Recall settings files: flat JSON, strict, every error naming the file and the field."""
 
+import importlib
 import json
+import numbers
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,18 @@ def test_the_defaults_are_the_measured_design() -> None:
         64,
     )
     assert settings.lexical_weight == 0.6
+    assert (settings.bm25_k1, settings.bm25_b) == (1.2, 0.75)
+    assert (settings.state_lexical_weight, settings.topic_weight, settings.change_gain) == (
+        0.15,
+        0.3,
+        0.2,
+    )
+    assert (settings.feedback_weight, settings.anchor_members, settings.state_age_scale) == (
+        0.15,
+        3,
+        0.5,
+    )
+    assert (settings.topic_temperature, settings.state_cue_words) == (0.05, 50.0)
     assert settings.weights == RECALL_WEIGHTS
     assert (RECALL_WEIGHTS.recency_horizon_days, RECALL_WEIGHTS.recency_floor) == (120.0, 0.10)
     assert RECALL_WEIGHTS.model_dump(exclude={"recency_horizon_days", "recency_floor"}) == (
@@ -38,6 +52,16 @@ def test_the_defaults_are_the_measured_design() -> None:
 def test_a_file_round_trips_and_missing_fields_keep_the_defaults(tmp_path: Path) -> None:
     settings = RecallSettings(
         dense_candidates=100,
+        state_lexical_weight=0.25,
+        topic_weight=0.1,
+        topic_temperature=0.08,
+        change_gain=0.0,
+        state_cue_words=12.5,
+        feedback_weight=0.3,
+        anchor_members=5,
+        state_age_scale=0.75,
+        bm25_k1=0.9,
+        bm25_b=0.4,
         weights=RetrievalWeights(recency_horizon_days=30.0, recency_floor=0.2),
     )
     path = write_recall_settings(settings, tmp_path / "weights.json")
@@ -87,3 +111,61 @@ def test_to_json_is_flat_and_every_key_is_read_back() -> None:
     assert "weights" not in flat
     assert set(RetrievalWeights.model_fields) <= set(flat)
     assert recall_settings_from_json(json.loads(json.dumps(flat))) == DEFAULT_RECALL_SETTINGS
+
+
+RECALL_MODULES = (
+    "plugin.memory.hybrid",
+    "plugin.memory.time_rule",
+    "plugin.memory.time_cues",
+    "plugin.memory.feedback",
+    "plugin.memory.life_topics",
+    "plugin.memory.fusion",
+    "plugin.memory.change_cues",
+    "plugin.memory.pool",
+    "plugin.memory.pruning",
+    "plugin.memory.ranking",
+    "plugin.memory.recall.plan",
+    "plugin.memory.index.bm25",
+    "plugin.memory.index.lexical",
+)
+"""The modules of recall's read path."""
+
+NOT_RULES = {
+    "SECONDS_PER_DAY": "a unit",
+    "DISTANCE_TOLERANCE": "how far Chroma's distances may stray past [0, 2] by rounding",
+    "_SLACK": "the pruning's float tolerance",
+    "_DENSE_SPAN": "when BM25 sums into an array rather than sorts: speed, not scores",
+    "ALL_DOCS": "a sentinel",
+    "CACHE_POSTINGS": "the postings cache's size",
+    "WHOLE_USER_SHARE": "when the postings cache reads a user whole",
+}
+"""The numeric module constants of the read path that are not ranking rules, and why."""
+
+
+def test_no_rule_constant_lives_outside_the_settings() -> None:
+    """Every number that shapes a ranking is a ``RecallSettings`` field: the read path's
+    modules hold no other numeric constant than these units, tolerances and cache sizes."""
+    found = {
+        name
+        for module in RECALL_MODULES
+        for name, value in vars(importlib.import_module(module)).items()
+        if isinstance(value, numbers.Number)
+        and not isinstance(value, bool)
+        and not name.startswith("__")
+    }
+    assert found == set(NOT_RULES)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("topic_weight", -0.1),
+        ("anchor_members", 0),
+        ("state_lexical_weight", 1.5),
+        ("topic_temperature", 0.0),
+        ("bm25_b", 2.0),
+    ],
+)
+def test_a_rule_setting_out_of_range_is_refused_naming_it(field: str, value: float) -> None:
+    with pytest.raises(InvalidInputError, match=f"RecallSettings.{field}"):
+        recall_settings_from_json({field: value}, where="w.json")

@@ -19,8 +19,18 @@ from plugin.memory.index.opening import IndexTarget, open_backend
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 
 WORDS = (
-    "bees", "garden", "roof", "sister", "piano", "lisbon", "berlin", "coffee", "river", "cat",
-    "school", "painting",
+    "bees",
+    "garden",
+    "roof",
+    "sister",
+    "piano",
+    "lisbon",
+    "berlin",
+    "coffee",
+    "river",
+    "cat",
+    "school",
+    "painting",
 )
 KEY = 7
 
@@ -32,9 +42,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     else:
         url = server_url()
         with temporary_schema(url) as schema:
-            opened = open_backend(
-                IndexTarget("postgresql", url=url, schema=schema), lock_timeout=5
-            )
+            opened = open_backend(IndexTarget("postgresql", url=url, schema=schema), lock_timeout=5)
             try:
                 yield opened
             finally:
@@ -52,9 +60,11 @@ def _doc(ident: str, rng: random.Random) -> IndexedDoc:
 
 
 def _same(backend: Backend, caches: list[PostingsCache], query: str) -> None:
-    plain = backend.read(lambda tx: search(tx, KEY, query, 15))
+    plain = backend.read(lambda tx: search(tx, KEY, query, 15, k1=1.2, b=0.75))
     for cache in caches:
-        cached = backend.read(lambda tx, cache=cache: search(tx, KEY, query, 15, cache))
+        cached = backend.read(
+            lambda tx, cache=cache: search(tx, KEY, query, 15, cache, k1=1.2, b=0.75)
+        )
         assert cached.ids == plain.ids, query
         assert cached.scores.tolist() == plain.scores.tolist(), query  # the same bits
 
