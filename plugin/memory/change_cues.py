@@ -6,7 +6,8 @@ live in Lisbon"). So for a question about the present, a memory that reports a c
 likelier answer, and the current-state rule gives its relevance a small gain
 (``plugin.memory.time_rule.CHANGE_GAIN``).
 
-``CHANGE_CUES`` is generic English: a move or switch (moved, relocated, switched, changed), an
+``CHANGE_CUES`` (the lexicon's ``change_cues``, ``plugin.memory.recall.lexicon``) is generic
+English: a move or switch (moved, relocated, switched, changed), an
 end (quit, stopped, left, sold, gave up, got rid of, broke up, split up, retired, no longer,
 anymore), a start (started, took up, adopted, joined, bought, new), or a present contrast
 (now, nowadays, these days, instead, since). No topics, names or dataset phrases.
@@ -17,14 +18,11 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from plugin.memory.recall.lexicon import load_lexicon
+
 __all__ = ["CHANGE_CUES", "change_word"]
 
-CHANGE_CUES = frozenset({
-    "now", "nowadays", "these days", "since", "instead", "new", "anymore", "any more",
-    "no longer", "switch", "switched", "changed", "moved", "relocated", "quit", "started",
-    "stopped", "left", "sold", "bought", "gave up", "given up", "took up", "taken up",
-    "got rid", "split up", "broke up", "retired", "adopted", "joined",
-})  # fmt: skip
+CHANGE_CUES = frozenset(load_lexicon("en")["change_cues"])
 """The words and two-word phrases that report a change of the writer's state."""
 
 _SINGLE = frozenset(cue for cue in CHANGE_CUES if " " not in cue)

@@ -8,7 +8,8 @@ the same part of a life (work), and the small embedding model tells that apart b
 it matches a question to its answer. So the current-state rule adds to a memory's cosine
 the settings' ``topic_weight`` times its *topic agreement* with the query.
 
-``LIFE_TOPICS`` is a generic, hand-written list of life domains (home, work, partner, food,
+``LIFE_TOPICS`` (the lexicon's ``life_topics``, ``plugin.memory.recall.lexicon``) is a
+generic, hand-written list of life domains (home, work, partner, food,
 health, transport, ...), each described by a few short phrases, written from general
 knowledge rather than from any data set's questions. A text's topic is the softmax of its
 cosine with each domain's prototype (the unit mean of its phrases' embeddings) at the
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from plugin.memory.recall.lexicon import load_lexicon
 from plugin.models.embeddings import Embedder, check_embeddings, group_centroids
 
 __all__ = ["LIFE_TOPICS", "TopicSpace", "topic_phrases"]
@@ -33,61 +35,8 @@ __all__ = ["LIFE_TOPICS", "TopicSpace", "topic_phrases"]
 FloatArray = npt.NDArray[np.float64]
 
 LIFE_TOPICS: Mapping[str, tuple[str, ...]] = {
-    "home": (
-        "where I live", "my home, my flat, my apartment, my house", "I moved to a new city",
-        "I rent a room", "my address and my neighbourhood", "I bought a house", "I relocated",
-    ),
-    "work": (
-        "my job and what I do for a living", "I work as",
-        "my employer, my boss, my colleagues", "I got hired, I quit my job, I was promoted",
-        "my career and profession", "my shift at work", "I run my own business",
-    ),
-    "study": (
-        "my studies at school or university", "I am a student", "my degree and my classes",
-        "I enrolled in a course", "my exams and my teacher",
-    ),
-    "partner": (
-        "my partner, boyfriend, girlfriend, husband or wife", "I am dating someone",
-        "we broke up", "I got married, I got engaged", "I am single", "my relationship",
-    ),
-    "family": (
-        "my children and kids", "my parents, mother and father",
-        "my siblings, brother and sister", "I am pregnant, we are having a baby", "my family",
-    ),
-    "pet": ("my pet", "my dog", "my cat", "we adopted an animal", "my pet died"),
-    "food": (
-        "what I eat", "my diet", "I am vegetarian or vegan", "my favourite food",
-        "I cook meals", "breakfast, lunch and dinner",
-    ),
-    "drink": (
-        "what I drink", "coffee and tea", "alcohol, beer and wine", "I stopped drinking",
-        "my morning drink",
-    ),
-    "health": (
-        "my health", "my doctor told me", "my illness, injury or condition", "my medication",
-        "I am allergic", "my treatment and therapy",
-    ),
-    "habits": ("I smoke cigarettes", "I quit smoking", "my sleep", "my daily routine"),
-    "exercise": (
-        "my sport", "I go to the gym", "I run, swim, cycle, play football",
-        "my exercise routine", "my training",
-    ),
-    "hobby": (
-        "my hobby", "what I do in my free time", "my weekends", "I play an instrument",
-        "I paint, knit, garden, read", "my club",
-    ),
-    "transport": (
-        "how I get to work", "my car", "I drive, cycle, take the bus or train", "my commute",
-        "my bike or scooter",
-    ),
-    "language": (
-        "the language I am learning", "I speak a language", "my language lessons",
-    ),
-    "money": ("my savings and money", "my rent and bills", "my salary", "my debts"),
-    "tech": ("my phone", "my computer or laptop", "the apps and devices I use"),
-    "beliefs": ("my religion and beliefs", "my political views", "my values"),
-    "plans": ("my plans for the future", "my goals", "I want to travel", "my next trip"),
-}  # fmt: skip
+    name: tuple(phrases) for name, phrases in load_lexicon("en")["life_topics"].items()
+}
 """Life domains and the phrases that describe each (generic English, no names or data)."""
 
 

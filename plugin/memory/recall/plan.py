@@ -36,17 +36,16 @@ matched as the memories are written, whichever way the question was asked.
 from __future__ import annotations
 
 import calendar
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from importlib import resources
 from typing import Literal, Protocol
 
 from kernel.errors import InvalidInputError, shown
 from plugin.memory.index.analyzer import words
+from plugin.memory.recall.lexicon import load_lexicon
 from plugin.memory.time_cues import named_period
 
 __all__ = [
@@ -190,15 +189,7 @@ def _mapping(data: Mapping[str, object], key: str, where: str) -> dict[str, obje
 @cache
 def _lexicon(language: str) -> _Lexicon:
     where = f"lexicon {language!r}"
-    try:
-        text = (
-            resources.files(__package__)
-            .joinpath("lexicon", f"{language}.json")
-            .read_text(encoding="utf-8")
-        )
-    except (FileNotFoundError, OSError):
-        raise InvalidInputError(f"no recall lexicon for language {shown(language)}") from None
-    data = json.loads(text)
+    data = load_lexicon(language)
     suffix = data.get("past_suffix")
     stem = data.get("past_suffix_min_stem")
     if not isinstance(suffix, str) or not isinstance(stem, int):

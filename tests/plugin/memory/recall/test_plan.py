@@ -143,7 +143,7 @@ def test_the_plan_is_json_with_its_cues_and_period() -> None:
 
 def test_the_lexicon_is_data_and_an_unknown_language_is_refused() -> None:
     lexicon = json.loads(
-        resources.files("plugin.memory.recall").joinpath("lexicon", "en.json").read_text()
+        resources.files("plugin.memory.recall.lexicon").joinpath("en.json").read_text()
     )
     assert "now" in lexicon["state_words"] and "did" in lexicon["past_auxiliaries"]
     with pytest.raises(InvalidInputError, match="no recall lexicon for language 'xx'"):
