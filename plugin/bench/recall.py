@@ -1,13 +1,13 @@
 """``affect-memory bench recall``: per-query time of recall by stage, and HNSW recall@k.
 
 Each query goes through ``ChromaMemory``'s own query path and mapper (``query_rows``) and its
-ranking (``plugin.memory.ranking.rank_rows``), on the per-user collections it created with its
-HNSW settings (the "user" rows). The memory's observer reports each Chroma query's time, so
-the mapper's share is the query path's time minus Chroma's; the embed stage runs the real
-model on one sentence per query. The "shared" rows are the old layout's recall on the same
-memories: one shared collection of every user (in a store of its own), queried ``where user_id``,
-mapped and ranked the same way, embedding excluded. The "none" rows query that collection
-without a filter, and ``filter_only_ms`` times its ``where user_id`` alone.
+ranking (``plugin.memory.recall.explanation.rank_rows``), on the per-user collections it
+created with its HNSW settings (the "user" rows). The memory's observer reports each Chroma
+query's time, so the mapper's share is the query path's time minus Chroma's; the embed stage
+runs the real model on one sentence per query. The "shared" rows are the old layout's recall on
+the same memories: one shared collection of every user (in a store of its own), queried ``where
+user_id``, mapped and ranked the same way, embedding excluded. The "none" rows query that
+collection without a filter, and ``filter_only_ms`` times its ``where user_id`` alone.
 
 * random corpus: unit vectors inserted through ``ChromaMemory.add`` (records like real ones,
   10 users, so the user filter matches ~10%), queried with random unit vectors;
@@ -66,7 +66,7 @@ from plugin.bench.recall_report import (
 )
 from plugin.memory.collections import DEFAULT_HNSW, HnswParams
 from plugin.memory.location import open_client, parse_location
-from plugin.memory.ranking import rank_rows
+from plugin.memory.recall.explanation import rank_rows
 from plugin.memory.results import MAX_TOP_K
 from plugin.memory.rows import rows_of
 from plugin.memory.store import ChromaMemory

@@ -23,8 +23,8 @@ import numpy as np
 
 from plugin.bench.common import BENCH_NOW, TableEmbedder, summary_ms
 from plugin.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
-from plugin.memory.life_topics import topic_phrases
-from plugin.memory.ranking import rank_rows
+from plugin.memory.recall.explanation import rank_rows
+from plugin.memory.recall.life_topics import topic_phrases
 from plugin.memory.recall.plan import default_analyser
 from plugin.memory.settings import DENSE_RECALL
 from plugin.memory.store import ChromaMemory

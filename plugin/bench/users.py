@@ -186,7 +186,7 @@ def _build(store: Path, layout: Layout, seed: int, progress: bool) -> float | No
 
 def _probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[str, Any]:
     """Open the store, query every user twice (shuffled), report times and peak RSS."""
-    from plugin.memory.ranking import rank_rows
+    from plugin.memory.recall.explanation import rank_rows
     from plugin.memory.store import ChromaMemory
 
     embedder = TableEmbedder(["q"], _unit_vectors(1, seed + 1), name=EMBEDDER_NAME)

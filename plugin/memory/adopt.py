@@ -42,7 +42,7 @@ from plugin.errors import StoreError, TimestampError, WrongSpaceError
 from plugin.memory.collections import HnswParams, UserCollections
 from plugin.memory.layout import DEFAULT_COLLECTION
 from plugin.memory.location import DEFAULT_TIMEOUT, parse_location
-from plugin.memory.ranking import rank_rows
+from plugin.memory.recall.explanation import rank_rows
 from plugin.memory.results import RecallResult, check_query, check_top_k, check_user
 from plugin.memory.rows import StoredRows, rows_from_query
 from plugin.memory.timestamps import normalize_timestamp

@@ -208,10 +208,10 @@ class Relevance:
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
     topic: float | None = None
     """A current-state question's topic agreement of the memory with the query, in [0, 1]
-    (``plugin.memory.life_topics``), added at ``weights["topic"]``."""
+    (``plugin.memory.recall.life_topics``), added at ``weights["topic"]``."""
     closest: float | None = None
     """A current-state question's cosine of the memory with the query's closest memory
-    (``plugin.memory.feedback``), blended into the cosine at ``weights["closest"]``; for the
+    (``plugin.memory.recall.feedback``), blended into the cosine at ``weights["closest"]``; for the
     closest memory itself, and one without an embedding, its cosine with the query (so the
     blend leaves it as it is); None when no pool member had an embedding."""
     share: float | None = None
@@ -222,7 +222,7 @@ class Relevance:
     to ``weights["cue_words"]`` words, that many over its words beyond (the topic term and
     the change gain count at this share)."""
     change: str | None = None
-    """The change a current-state question's memory reports (``plugin.memory.change_cues``),
+    """The change a current-state question's memory reports (``plugin.memory.recall.change_cues``),
     which multiplies its relevance by ``1 + weights["change_gain"]``; None: it reports none."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """The weights of the parts: ``lexical`` and ``dense`` for a fused relevance;

@@ -38,7 +38,7 @@ from plugin.memory.collections import UserCollections
 from plugin.memory.index.memory_index import MemoryIndex
 from plugin.memory.index.rehearsal import read_rehearsal
 from plugin.memory.index.sync import index_held
-from plugin.memory.pool import index_vector
+from plugin.memory.recall.pool import index_vector
 from plugin.models.embeddings import Embedder
 
 __all__ = [

@@ -7,7 +7,8 @@ collection; the mapper (``plugin.memory.rows``) still checks each returned row's
 Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0, 2]; the
 kernel turns that into ``similarity = 1 - distance / 2`` and owns every scoring decision. This
 module only stores, over-fetches and hands rows to the kernel's ranking
-(``plugin.memory.ranking``). Writes are whole within the process (``plugin.memory.writes``).
+(``plugin.memory.recall.explanation``). Writes are whole within the process
+(``plugin.memory.writes``).
 
 This facade is about 450 lines because it is what users call: every method checks its
 arguments and delegates (rows, ranking, collections, writes, turn writes), and each keeps the
@@ -45,11 +46,9 @@ from plugin.memory.collections import (
     configured_hnsw,
     recorded_embedder,
 )
-from plugin.memory.hybrid import HybridRecall, RankedQuery
 from plugin.memory.index.memory_index import MemoryIndex
 from plugin.memory.index.opening import open_backend, resolve_index
 from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
-from plugin.memory.life_topics import TopicSpace
 from plugin.memory.location import (
     DEFAULT_TIMEOUT,
     check_index_cache,
@@ -57,6 +56,8 @@ from plugin.memory.location import (
     parse_location,
 )
 from plugin.memory.problems import problems_message
+from plugin.memory.recall.life_topics import TopicSpace
+from plugin.memory.recall.pipeline import HybridRecall, RankedQuery
 from plugin.memory.recall.plan import QueryAnalyser, QueryPlan, default_analyser, form_weights
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import (
@@ -346,7 +347,8 @@ class ChromaMemory:
         congruence_on: bool = True,
         whole_pool: bool = False,
     ) -> list[RankedQuery]:
-        """The one read path of recall and of the engine's retriever (``plugin.memory.hybrid``)."""
+        """The one read path of recall and of the engine's retriever: plan each query, embed
+        it as the user's memories write their owner, rank (``plugin.memory.recall.pipeline``)."""
         if self._hybrid is None:
             self._hybrid = HybridRecall(
                 self._collections, self.index, observer=self._observer, topics=self._topics

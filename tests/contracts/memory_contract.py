@@ -36,8 +36,8 @@ from plugin.errors import (
     TimestampError,
     WrongSpaceError,
 )
-from plugin.memory.change_cues import change_word
 from plugin.memory.location import open_client, parse_location
+from plugin.memory.recall.change_cues import change_word
 from plugin.memory.records import MemoryRecord
 from plugin.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
 from plugin.memory.settings import DENSE_RECALL, RECALL_WEIGHTS, RecallSettings

@@ -46,7 +46,7 @@ from typing import Literal, Protocol
 from kernel.errors import InvalidInputError, shown
 from plugin.memory.index.analyzer import words
 from plugin.memory.recall.lexicon import load_lexicon
-from plugin.memory.time_cues import named_period
+from plugin.memory.recall.periods import named_period
 
 __all__ = [
     "LexiconAnalyser",

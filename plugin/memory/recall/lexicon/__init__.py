@@ -1,8 +1,8 @@
 """Recall's cue lexicons, one JSON file per language: data that the code reads, not code.
 
 Each ``<language>.json`` holds the query analyser's words (``plugin.memory.recall.plan``),
-the words that report a change (``plugin.memory.change_cues``) and the life domains with the
-phrases that describe each (``plugin.memory.life_topics``).
+the words that report a change (``plugin.memory.recall.change_cues``) and the life domains with the
+phrases that describe each (``plugin.memory.recall.life_topics``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.memory.life_topics import TopicSpace
+from plugin.memory.recall.life_topics import TopicSpace
 from plugin.memory.recall.plan import default_analyser, form_weights
 from plugin.memory.results import RecallHit
 from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
@@ -22,7 +22,7 @@ from tests.plugin.memory.index.consistency import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
 DEFAULT_NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
-CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
+CORPORA = Path(__file__).resolve().parents[4] / "fixtures" / "stale_current"
 
 
 def _ranked(memory: ChromaMemory, settings: RecallSettings = DEFAULT_RECALL_SETTINGS) -> list[str]:

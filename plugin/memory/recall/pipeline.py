@@ -1,33 +1,32 @@
-"""One user's queries from candidate pool to ranked, explained memories: recall's read path.
+"""One user's planned queries from candidate pool to ranked, explained memories.
 
-For each query (``RecallSettings`` holds every constant):
+For each query and its plan (``plugin.memory.recall.plan``; ``RecallSettings`` holds every
+constant):
 
 1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
-   lexical index's ``lexical_candidates`` best BM25 matches unless the query is a
-   current-state question, their cosine from the embeddings the index holds (Chroma's ``get``
-   only for those it lacks; ``plugin.memory.pool``);
-2. **relevance**: fused, ``w * minmax(BM25) + (1 - w) * minmax(cosine)`` over the pool
-   (``plugin.memory.fusion``), or for a current-state question the cosine blended with the
-   member's cosine with the query's closest member (``plugin.memory.feedback``) plus
-   ``TOPIC_WEIGHT`` times its topic agreement with the query (``plugin.memory.life_topics``),
-   both from the embeddings the index holds (Chroma's ``get`` for those it lacks), times
-   ``1 + CHANGE_GAIN``
-   for a memory whose text reports a change (``plugin.memory.change_cues``; a member the index
-   holds no text of is bounded as if it did until its row is read); the
-   kernel is given ``distance = 2 (1 - relevance)``, so its similarity is the relevance;
-3. **age**: the query's time rule (``plugin.memory.time_rule``) gives each memory the age
+   lexical index's ``lexical_candidates`` best BM25 matches of the plan's ``match_text``, their
+   cosine from the embeddings the index holds (Chroma's ``get`` only for those it lacks;
+   ``plugin.memory.recall.pool``);
+2. **relevance**, on an absolute scale: fused, ``w * share + (1 - w) * max(0, cosine)``
+   (``plugin.memory.recall.fusion``), or for a current-state plan the cosine blended with the
+   member's cosine with the query's closest member (``feedback``) and the share of the query
+   matched, plus the weighted topic agreement with the query (``life_topics``), times the
+   change gain for a memory whose text reports a change (``change_cues``), the last two
+   scaled by the memory's length (``time_rule.state_similarity``); a member the index holds
+   no text of is bounded as if it reported a change until its row is read;
+3. **age**: the plan's time rule (``plugin.memory.recall.time_rule``) gives each memory the age
    recency is scored at;
 4. **rank**: the kernel's ``rank_columns`` with the settings' weights, over only the members
-   that can reach the top (``plugin.memory.pruning``), with the recall counts of the index,
-   which owns them. The index also holds what ranking reads of each memory's Chroma row
-   (text, timestamp, significance, valence, episode), so those rows come from the index, and
+   that can reach the top (``plugin.memory.recall.pruning``), with the recall counts of the
+   index, which owns them. The index also holds what ranking reads of each memory's Chroma
+   row (text, timestamp, significance, valence, episode), so those rows come from the index,
    through the same checks; Chroma is read (documents and metadata) only for a member the
    index lacks or holds without those fields (written before they were indexed, or with
    malformed metadata).
 
 The ``dense`` ranking is recall as it was: Chroma's nearest, its distance as is, aged by the
-calendar. An engine turn's retriever takes this same path (``RankedQuery.candidates``), so a
-turn and a recall rank the same memories identically.
+calendar. An engine turn takes this same ranking as it is (``RankedQuery.scored``), so a turn
+and a recall surface the same memories with the same scores.
 """
 
 from __future__ import annotations
@@ -45,12 +44,14 @@ from kernel.batch import RankedColumns, rank_columns
 from kernel.engine import StageObserver
 from kernel.models import MemoryCandidate
 from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
-from plugin.memory.change_cues import change_word
 from plugin.memory.collections import UserCollections
-from plugin.memory.feedback import closest_feedback
-from plugin.memory.fusion import fuse
-from plugin.memory.life_topics import TopicSpace
-from plugin.memory.pool import (
+from plugin.memory.recall.change_cues import change_word
+from plugin.memory.recall.explanation import CALENDAR_RULE, Explanation, explained_hits
+from plugin.memory.recall.feedback import closest_feedback
+from plugin.memory.recall.fusion import fuse
+from plugin.memory.recall.life_topics import TopicSpace
+from plugin.memory.recall.plan import QueryPlan
+from plugin.memory.recall.pool import (
     MemoryIndexReads,
     QueryPool,
     Rehearsal,
@@ -59,19 +60,17 @@ from plugin.memory.pool import (
     index_vectors,
     with_lexical,
 )
-from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
-from plugin.memory.ranking import CALENDAR_RULE, Explanation, explained_hits
-from plugin.memory.recall.plan import QueryPlan
-from plugin.memory.results import RecallHit
-from plugin.memory.rows import StoredRows, rows_from_query
-from plugin.memory.settings import RecallSettings
-from plugin.memory.time_rule import (
+from plugin.memory.recall.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
+from plugin.memory.recall.time_rule import (
     cue_scales,
     rule_ages,
     rule_anchor,
     rule_reasons,
     state_similarity,
 )
+from plugin.memory.results import RecallHit
+from plugin.memory.rows import StoredRows, rows_from_query
+from plugin.memory.settings import RecallSettings
 
 __all__ = ["HybridRecall", "RankedQuery"]
 
@@ -201,7 +200,7 @@ class _Relevance:
     """A current-state question's cosine of each member with the query's closest member (the
     closest's own, and one without an embedding: its cosine with the query)."""
     feedback: FloatArray | None = None
-    """A current-state question's cosine blended with ``closest`` (``plugin.memory.feedback``)."""
+    """A current-state question's cosine blended with ``closest`` (``feedback``)."""
 
     @property
     def state_cosine(self) -> FloatArray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.memory.life_topics import LIFE_TOPICS, TopicSpace, topic_phrases
+from plugin.memory.recall.life_topics import LIFE_TOPICS, TopicSpace, topic_phrases
 from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
 from plugin.models.embeddings import Embedder
 

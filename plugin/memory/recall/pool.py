@@ -2,7 +2,7 @@
 
 Dense candidates come from one Chroma query per user (every query vector at once) that
 returns ids and distances only: documents and metadata are fetched later, and only for the
-members that can reach the top (``plugin.memory.pruning``). Lexical candidates come from the
+members that can reach the top (``plugin.memory.recall.pruning``). Lexical candidates come from the
 memory's index (``lexical_search``, BM25 over the user's own memories).
 
 Members the index found but Chroma did not get their cosine from the embedding the index

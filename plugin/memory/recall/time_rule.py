@@ -15,9 +15,9 @@ A query's plan (``plugin.memory.recall.plan``) names one of four kinds:
   the settings' ``state_lexical_weight`` (small: what shares the question's words is mostly
   the old canonical statement, but an update that repeats them should win on them), and
   ``cosine'`` blends in the memory's cosine with the query's closest memory
-  (``plugin.memory.feedback``: an update resembles the fact it replaces); the topic agreement
-  (``plugin.memory.life_topics``) says how surely the memory is about the same part of life
-  as the question, and an update says what changed (``plugin.memory.change_cues``). A
+  (``plugin.memory.recall.feedback``: an update resembles the fact it replaces); the topic agreement
+  (``plugin.memory.recall.life_topics``) says how surely the memory is about the same part of life
+  as the question, and an update says what changed (``plugin.memory.recall.change_cues``). A
   memory's age is counted back from the newest of the query's closest memories (never after
   ``now``), not from the clock or the user's latest chatter: a user who comes back after a
   year gets the same order, and small talk written since the update does not age it;
@@ -41,9 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel.retrieval import SECONDS_PER_DAY
+from plugin.memory.recall.periods import days_from_period
 from plugin.memory.recall.plan import QueryPlan
 from plugin.memory.settings import RecallSettings
-from plugin.memory.time_cues import days_from_period
 
 __all__ = [
     "cue_scales",
@@ -139,7 +139,7 @@ def state_similarity(
     scales: FloatArray | None = None,
 ) -> FloatArray:
     """A current-state query's relevance: the cosine (blended with the closest memory's,
-    ``plugin.memory.feedback``) clipped to [0, 1] and the share of the query the memory
+    ``plugin.memory.recall.feedback``) clipped to [0, 1] and the share of the query the memory
     matches (``shares``, ``QueryPool.lexical_share``; none: 0) weighted ``1 - w`` and ``w``
     (``state_lexical_weight``), plus ``topic_weight`` times the topic agreement (``topics``;
     none: 0), times ``1 + change_gain`` where the memory reports a change (``changes``), at
@@ -171,7 +171,7 @@ def rule_reasons(
     """One line per memory saying why it is scored at its age (and, for the state rule, which
     relevance: ``changes`` holds each memory's change cue, None where it reports none;
     ``topics`` each memory's topic agreement and the query's likeliest topic; ``closest``
-    each memory's cosine with the query's closest memory, ``plugin.memory.feedback``;
+    each memory's cosine with the query's closest memory, ``plugin.memory.recall.feedback``;
     ``shares`` the share of the query each matches; ``scales`` each one's ``cue_scales``)."""
     if rule.kind == "period":
         assert rule.period is not None

@@ -3,7 +3,7 @@
 The rows' columns go to ``kernel.batch.rank_columns`` as they are, the path an engine turn's
 candidates take too, so a recall and a turn over the same memories give the same bits.
 ``rank_rows`` ranks rows as Chroma returned them, aged by the calendar (the dense recall);
-``explained_hits`` turns a hybrid ranking (``plugin.memory.hybrid``) into hits that carry
+``explained_hits`` turns a hybrid ranking (``plugin.memory.recall.pipeline``) into hits that carry
 what each similarity was made of and why each memory was aged as it was.
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.memory.feedback import closest_feedback
+from plugin.memory.recall.feedback import closest_feedback
 from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
 
 WEIGHT = DEFAULT_RECALL_SETTINGS.feedback_weight

@@ -7,7 +7,7 @@ import pytest
 
 from kernel.batch import rank_batch, score_batch
 from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.memory.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
+from plugin.memory.recall.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
 
 
 @pytest.mark.parametrize("mood", [-0.9, 0.0, 0.6])

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from plugin.memory.recall.plan import QueryPlan, default_analyser
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
-from plugin.memory.time_rule import (
+from plugin.memory.recall.time_rule import (
     rule_ages,
     rule_anchor,
     rule_reasons,
     state_reference,
     state_similarity,
 )
+from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DAY = 86400.0
