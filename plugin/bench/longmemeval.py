@@ -142,20 +142,15 @@ def measure_longmemeval(
     }
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    from plugin.cli.formatting import format_table
-
-    return format_table(headers, rows)
-
-
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as readable tables: systems overall, then MRR@10 / R@10 per question type."""
+    from plugin.cli.formatting import format_table
     systems: Mapping[str, Any] = report["systems"]
     lines = [
         f"LongMemEval: {report['questions']} questions ({report['memories']} memories), "
         f"embeddings by {report['embedder']}",
         "",
-        _table(
+        format_table(
             ["system", "n", "MRR@10", "R@5", "R@10", "session@5", "session@10"],
             [
                 [name, s["overall"]["n"], *(f"{s['overall'][m]:.3f}" for m in METRICS)]
@@ -166,7 +161,7 @@ def format_report(report: Mapping[str, Any]) -> str:
     ]
     types = sorted({kind for s in systems.values() for kind in s["types"]})
     lines.append(
-        _table(
+        format_table(
             ["system", *(f"{kind} MRR / R@10" for kind in types)],
             [
                 [name]

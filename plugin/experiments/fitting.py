@@ -34,7 +34,14 @@ from plugin.experiments.pools import LabelledPools
 from plugin.experiments.scorers import kernel_scores
 from plugin.memory.settings import RecallSettings, write_recall_settings
 
-__all__ = ["DEFAULT_SEARCH", "FitResult", "FitStep", "fit_weights", "split_queries"]
+__all__ = [
+    "DEFAULT_SEARCH",
+    "FitResult",
+    "FitStep",
+    "fit_weights",
+    "held_out_users",
+    "split_queries",
+]
 
 SearchSpace = Mapping[str, Sequence[float]]
 _JOINT: tuple[tuple[str, ...], ...] = (("recency_horizon_days", "recency_floor"),)
@@ -141,17 +148,18 @@ def split_queries(
     return batch.take(np.sort(order[n_validation:])), batch.take(np.sort(order[:n_validation]))
 
 
-def _split_by_user(
-    batch: QueryBatch, validation_fraction: float, seed: int
-) -> tuple[QueryBatch, QueryBatch]:
-    users = sorted({user for user in batch.users if user is not None})
+def held_out_users(
+    counts: Mapping[str, int], validation_fraction: float, seed: int
+) -> set[str]:
+    """A seeded choice of users to hold out (``counts``: each user's queries), as near
+    ``validation_fraction`` of the queries as whole users allow, at least one user each side."""
+    users = sorted(counts)
     if len(users) < 2:
         raise InvalidInputError(
             f"the queries come from {len(users)} user(s); a split by user needs at least two"
         )
     order = [users[i] for i in np.random.default_rng(seed).permutation(len(users))]
-    counts = {user: batch.users.count(user) for user in users}
-    target = batch.n_queries * validation_fraction
+    target = sum(counts.values()) * validation_fraction
     held: set[str] = set()
     total = 0
     for user in order[:-1]:  # the last user always trains
@@ -161,6 +169,15 @@ def _split_by_user(
             continue
         held.add(user)
         total += counts[user]
+    return held
+
+
+def _split_by_user(
+    batch: QueryBatch, validation_fraction: float, seed: int
+) -> tuple[QueryBatch, QueryBatch]:
+    users = sorted({user for user in batch.users if user is not None})
+    counts = {user: batch.users.count(user) for user in users}
+    held = held_out_users(counts, validation_fraction, seed)
     rows = np.arange(batch.n_queries)
     validation = np.array([user in held for user in batch.users], dtype=bool)
     return batch.take(rows[~validation]), batch.take(rows[validation])

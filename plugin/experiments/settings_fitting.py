@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from kernel.errors import InvalidInputError
 from kernel.parameters import first_message
+from plugin.experiments.fitting import held_out_users
 from plugin.experiments.pools import PoolQuery
 from plugin.memory.results import RecallResult
 from plugin.memory.settings import RecallSettings, write_recall_settings
@@ -93,23 +94,10 @@ def split_users(
         raise InvalidInputError(
             f"validation_fraction must be within (0, 1), got {validation_fraction!r}"
         )
-    users = sorted({query.user_id for query in queries})
-    if len(users) < 2:
-        raise InvalidInputError(
-            f"the queries come from {len(users)} user(s); a split by user needs at least two"
-        )
-    order = [users[i] for i in np.random.default_rng(seed).permutation(len(users))]
-    counts = {user: sum(query.user_id == user for query in queries) for user in users}
-    target = len(queries) * validation_fraction
-    held: set[str] = set()
-    total = 0
-    for user in order[:-1]:  # the last user always trains
-        if total >= target:
-            break
-        if held and abs(total + counts[user] - target) > abs(total - target):
-            continue
-        held.add(user)
-        total += counts[user]
+    counts: dict[str, int] = {}
+    for query in queries:
+        counts[query.user_id] = counts.get(query.user_id, 0) + 1
+    held = held_out_users(counts, validation_fraction, seed)
     return (
         [query for query in queries if query.user_id not in held],
         [query for query in queries if query.user_id in held],
