@@ -230,7 +230,7 @@ class AffectEngine:
         model: ModelAdapter,
         store: StateStore,
         conversation_id: str,
-        retriever: MemoryRetriever | None = None,
+        retriever: MemoryRetriever | RankedRetriever | None = None,
         appraisal_policy: AppraisalPolicy = DEFAULT_APPRAISAL_POLICY,
         state_factory: Callable[[], AffectState] = AffectState,
         retrieval_limit: int | None = None,
@@ -252,15 +252,21 @@ class AffectEngine:
     ) -> None:
         """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
         override the matching fields of ``limits`` when given. With ``skip_history_echoes``,
-        retrieved memories whose text is a message in the history window are not ranked.
+        retrieved memories whose text is a message in the history window are left out (before
+        the kernel ranks candidates; from a ranked retriever's order).
         ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them; without
         them the engine ranks with the retriever's ``ranking_weights`` when it has them (so a
         turn ranks as that store's recall does), else with the kernel's defaults. A retriever
-        that ranks its own memories (``RankedRetriever``) is taken at its order, not ranked
-        again."""
+        with ``retrieve_ranked`` (``RankedRetriever``) ranks its own memories: the engine asks
+        it instead of ``retrieve`` (which it then need not have), takes its order as it is and
+        drops the history echoes from it; a subclass that changes what ``retrieve`` returns
+        must change ``retrieve_ranked`` too."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
-        if retriever is not None:
+        ranked = isinstance(retriever, RankedRetriever) and callable(
+            getattr(retriever, "retrieve_ranked", None)
+        )
+        if retriever is not None and not ranked:
             _require(retriever, "retriever", ("retrieve",))
         policy = appraisal_policy
         _require(policy, "appraisal_policy", ("appraise",))
@@ -312,6 +318,8 @@ class AffectEngine:
         self._store = store
         self._conversation_id = conversation_id
         self._retriever = retriever
+        self._ranked_retriever = ranked
+        """Whether the retriever ranks its own memories: a turn takes its order as it is."""
         self._policy = policy
         self._state_factory = state_factory
         self._gate_error_mode: GateErrorMode = gate_error_mode
@@ -405,7 +413,7 @@ class AffectEngine:
                     and self._retriever is not None
                     and self._limits.retrieval_limit > 0
                 ):
-                    if isinstance(self._retriever, RankedRetriever):  # its order, as it is
+                    if self._ranked_retriever:  # its order, as it is
                         memories = await self._retrieve_ranked(text, history, exposed, now)
                     else:
                         candidates = await self._retrieve(text, history, exposed, now)
@@ -568,7 +576,7 @@ class AffectEngine:
     async def _retrieve(
         self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
     ) -> Sequence[MemoryCandidate]:
-        assert self._retriever is not None
+        assert isinstance(self._retriever, MemoryRetriever)
         request = self._retrieval_input(text, history, state, now)
         found = self._checked(await self._retriever.retrieve(request), MemoryCandidate)
         keep = self._without_echoes(history, [candidate.text for candidate in found])
@@ -577,9 +585,14 @@ class AffectEngine:
     async def _retrieve_ranked(
         self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
     ) -> tuple[ScoredCandidate, ...]:
-        """The ranked retriever's best memories in its own order, cut to the turn's limit."""
+        """The ranked retriever's best memories in its own order, cut to the turn's limit; it
+        is asked for the limit and as many more as the history window could echo."""
         assert isinstance(self._retriever, RankedRetriever)
+        wanted = self._limits.retrieval_limit + (len(history) if self._skip_history_echoes else 0)
         request = self._retrieval_input(text, history, state, now)
+        request = request.model_copy(
+            update={"limit": min(self._limits.max_retrieval_candidates, wanted)}
+        )
         found = self._checked(await self._retriever.retrieve_ranked(request), ScoredCandidate)
         keep = self._without_echoes(history, [scored.candidate.text for scored in found])
         kept = [scored for scored, chosen in zip(found, keep, strict=True) if chosen]

@@ -53,7 +53,7 @@ class SettingsStep:
 
     round: int
     field: str
-    value: float
+    value: float | int
     train_mrr: float
 
 
@@ -123,7 +123,7 @@ def _reciprocal_ranks(
     return found
 
 
-def _with(settings: RecallSettings, name: str, value: float) -> RecallSettings:
+def _with(settings: RecallSettings, name: str, value: float | int) -> RecallSettings:
     try:
         return RecallSettings.model_validate({**dict(settings), name: value})
     except ValidationError as error:
@@ -132,20 +132,23 @@ def _with(settings: RecallSettings, name: str, value: float) -> RecallSettings:
 
 def _grids(
     search: Mapping[str, Sequence[float]], start: RecallSettings
-) -> dict[str, tuple[float, ...]]:
+) -> dict[str, tuple[float | int, ...]]:
     numeric = {
         name
         for name in RecallSettings.model_fields
         if name != "weights" and isinstance(getattr(start, name), int | float)
     }
-    grids: dict[str, tuple[float, ...]] = {}
+    grids: dict[str, tuple[float | int, ...]] = {}
     for name, values in search.items():
         if name not in numeric:
             raise InvalidInputError(
                 f"search names {name!r}, which is not a numeric RecallSettings field "
                 f"({', '.join(sorted(numeric))})"
             )
-        grid = tuple(sorted({float(value) for value in values}))
+        integral = isinstance(getattr(start, name), int)
+        if integral and any(float(value) != int(value) for value in values):
+            raise InvalidInputError(f"search grid for {name!r}: {name} takes whole numbers")
+        grid = tuple(sorted({int(value) if integral else float(value) for value in values}))
         if not grid:
             raise InvalidInputError(f"search grid for {name!r} is empty")
         for value in grid:
@@ -180,7 +183,8 @@ def fit_settings(
     def mrr(settings: RecallSettings) -> float:
         return float(_reciprocal_ranks(source, train, settings, now, top_k).mean())
 
-    current, best = start, mrr(start)
+    start_train = mrr(start)
+    current, best = start, start_train
     history: list[SettingsStep] = []
     rounds = 0
     for round_index in range(1, max_rounds + 1):
@@ -207,7 +211,7 @@ def fit_settings(
         start=start,
         train_mrr=best,
         validation_mrr=float(fitted.mean()),
-        start_train_mrr=mrr(start),
+        start_train_mrr=start_train,
         start_validation_mrr=float(before.mean()),
         gain_interval=(float(low), float(high)),
         train_users=tuple(sorted({q.user_id for q in train})),

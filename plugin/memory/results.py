@@ -226,8 +226,9 @@ class Relevance:
     which multiplies its relevance by ``1 + weights["change_gain"]``; None: it reports none."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """The weights of the parts: ``lexical`` and ``dense`` for a fused relevance;
-    ``cosine``, ``words_matched``, ``closest``, ``topic`` and ``change_gain`` for a
-    current-state question's; none for the dense recall."""
+    ``cosine``, ``words_matched``, ``closest``, ``topic``, ``change_gain`` and ``cue_words``
+    for a current-state question's (a lexical weight is 0 where no lexical search found a
+    word of the query); none for the dense recall."""
 
     def to_json(self) -> dict[str, Any]:
         """The parts as a JSON object."""

@@ -4,10 +4,11 @@ Every user's memories live in a collection of their own (``plugin.memory.layout`
 ids are per user and every read, write and delete names one user and touches only that user's
 collection; the mapper (``plugin.memory.rows``) still checks each returned row's owner.
 
-Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0, 2]; the
-kernel turns that into ``similarity = 1 - distance / 2`` and owns every scoring decision. This
-module only stores, over-fetches and hands rows to the kernel's ranking
-(``plugin.memory.recall.explanation``). Writes are whole within the process
+Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0, 2]. Recall
+plans each query, embeds it and ranks the pool through ``plugin.memory.recall.pipeline``
+(relevance on an absolute scale, the kernel's ``rank_columns`` for the score); the dense
+ranking hands Chroma's rows to the kernel as they are (``plugin.memory.recall.explanation``),
+which reads ``similarity = 1 - distance / 2``. Writes are whole within the process
 (``plugin.memory.writes``).
 
 This facade is about 450 lines because it is what users call: every method checks its
@@ -123,8 +124,16 @@ class ChromaMemory:
         analyser: QueryAnalyser | None = None,
     ) -> None:
         self._prefix = check_prefix(collection)
-        if analyser is not None and not callable(getattr(analyser, "plan", None)):
-            raise InvalidInputError(f"analyser must have a plan method, got {analyser!r}")
+        lacking = [
+            method
+            for method in ("plan", "form_terms")
+            if analyser is not None and not callable(getattr(analyser, method, None))
+        ]
+        if lacking:
+            raise InvalidInputError(
+                f"analyser must provide plan and form_terms; {analyser!r} lacks "
+                f"{', '.join(lacking)}"
+            )
         self._analyser: QueryAnalyser = analyser if analyser is not None else default_analyser()
         if not isinstance(hnsw, HnswParams):
             raise StoreError(f"hnsw must be HnswParams, got {hnsw!r}")
@@ -358,6 +367,11 @@ class ChromaMemory:
             vectors = self._embed_queries(queries)
         else:
             planned = [self._analyser.plan(query, user_id, now) for query in queries]
+            for plan in planned:
+                if not isinstance(plan, QueryPlan):
+                    raise InvalidInputError(
+                        f"the analyser returned {type(plan).__name__}, not a QueryPlan"
+                    )
             plans, vectors = list(planned), self._embed_plans(user_id, planned)
         return self._hybrid.rank(
             user_id,

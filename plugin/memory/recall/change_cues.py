@@ -4,7 +4,7 @@ An update is worded as a change ("I moved to Berlin", "I switched from mate to c
 "I no longer smoke", "now I swim instead"), while the fact it replaces was stated plainly ("I
 live in Lisbon"). So for a question about the present, a memory that reports a change is the
 likelier answer, and the current-state rule gives its relevance a small gain
-(``plugin.memory.recall.time_rule.CHANGE_GAIN``).
+(the settings' ``change_gain``, ``plugin.memory.recall.time_rule.state_similarity``).
 
 ``CHANGE_CUES`` (the lexicon's ``change_cues``, ``plugin.memory.recall.lexicon``) is generic
 English: a move or switch (moved, relocated, switched, changed), an

@@ -188,9 +188,6 @@ class _Relevance:
     lexical: FloatArray | None = None
     share: FloatArray | None = None
     """A current-state question's share of the query each member matches (``lexical_share``)."""
-    scale: FloatArray | None = None
-    """A current-state question's ``cue_scales`` of each member (1 where the index lacks its
-    text: the rows read decide theirs)."""
     fused: FloatArray | None = None
     topic: FloatArray | None = None
     """A current-state question's topic agreement of each member with the query."""
@@ -272,7 +269,7 @@ class HybridRecall:
             )
             if rule is not None and rule.kind == "state" and not newest:
                 newest.append(self._index.newest_epoch(user_id))
-            if rule is not None and rule.uses_lexical and settings.lexical_candidates > 0:
+            if rule is not None and settings.lexical_candidates > 0:
                 pool = self._with_lexical(
                     collection, user_id, rule.match_text, vector, pool, settings
                 )
@@ -325,6 +322,11 @@ class HybridRecall:
             return RankedQuery.empty()
         if scoring.whole_pool:
             scoring = replace(scoring, top_k=len(pool))
+        if rule is not None and not pool.searched:
+            # no lexical search found a term of the query (a question of stop words, or no
+            # lexical candidates): relevance is the cosine's alone, not capped below it
+            words_off = {"lexical_weight": 0.0, "state_lexical_weight": 0.0}
+            scoring = replace(scoring, settings=scoring.settings.model_copy(update=words_off))
         relevance = _relevance(pool, rule, scoring.settings)
         gains = rule is not None and rule.kind == "state"
         # The index knows every member's age and recall count before Chroma is read: each
@@ -337,7 +339,7 @@ class HybridRecall:
         indexed = rehearsal.ranked
         known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
         upper = relevance
-        if gains:  # feedback, the topic term (``TOPIC_WEIGHT``) and the change gain
+        if gains:  # feedback, the topic term and the change gain
             relevance = self._with_members(
                 collection, pool, vector, rehearsal, relevance, scoring.settings
             )
@@ -350,7 +352,6 @@ class HybridRecall:
             settings = scoring.settings
             held = [t if k else None for k, t in zip(known.tolist(), texts, strict=True)]
             scales = cue_scales(held, settings)
-            relevance = replace(relevance, scale=scales)
             relevance = _with_similarity(
                 relevance, state_similarity(cosine, reports, settings, topics, shares, scales)
             )
@@ -557,17 +558,16 @@ class HybridRecall:
             scale=scales,
             changes=changes,
             plan=None if rule is None else rule.kind,
-            weights=_rule_weights(rule, scoring.settings, relevance.bm25 is not None),
+            weights=_rule_weights(rule, scoring.settings),
         )
         chosen = len(ranked.order)
         kth = float(ranked.scores.score[ranked.order[-1]]) if chosen >= scoring.top_k else -np.inf
         return RankedPrefix((rows, ranked, explanation), chosen, kth)
 
 
-def _rule_weights(
-    rule: QueryPlan | None, settings: RecallSettings, lexical: bool
-) -> dict[str, float]:
-    """The weights a plan's relevance was made with, by the part they weigh."""
+def _rule_weights(rule: QueryPlan | None, settings: RecallSettings) -> dict[str, float]:
+    """The weights a plan's relevance was made with, by the part they weigh (a lexical weight
+    of 0 where no lexical search ran: ``_Relevance.share`` is None then)."""
     if rule is None:
         return {}
     if rule.kind == "state":
@@ -579,8 +579,7 @@ def _rule_weights(
             "change_gain": settings.change_gain,
             "cue_words": settings.state_cue_words,
         }
-    weight = settings.lexical_weight if lexical else 0.0
-    return {"lexical": weight, "dense": 1.0 - weight}
+    return {"lexical": settings.lexical_weight, "dense": 1.0 - settings.lexical_weight}
 
 
 def _ages(
@@ -613,29 +612,27 @@ def _relevance(pool: QueryPool, rule: QueryPlan | None, settings: RecallSettings
         return _Relevance(1.0 - pool.distances / 2.0, pool.distances, pool.distances, cosine)
     if rule.kind == "state":  # the cosine and the share of the query matched (``_rank_pool``
         # adds feedback, the topic term and the change gain)
-        share = pool.lexical_share()
+        share = pool.lexical_share() if pool.searched else None
         weight = settings.state_lexical_weight
-        similarity = (1.0 - weight) * np.clip(cosine, 0.0, 1.0) + weight * share
+        similarity = (1.0 - weight) * np.clip(cosine, 0.0, 1.0)
+        if share is not None:
+            similarity = similarity + weight * share
         return _Relevance(
             similarity,
             2.0 * (1.0 - similarity),
             pool.distances,
             cosine,
-            bm25=pool.bm25,
+            bm25=pool.bm25 if pool.searched else None,
             share=share,
         )
-    if pool.bm25 is None:  # no lexical search (no lexical candidates): the dense part alone
-        bm25, weight = np.zeros(len(pool), dtype=np.float64), 0.0
-    else:
-        bm25, weight = pool.bm25, settings.lexical_weight
-    parts = fuse(pool.lexical_share(), cosine, weight)
+    parts = fuse(pool.lexical_share(), cosine, settings.lexical_weight)
     return _Relevance(
         parts.fused,
         2.0 * (1.0 - parts.fused),
         pool.distances,
         cosine,
         dense=parts.dense,
-        bm25=bm25,
-        lexical=parts.lexical,
+        bm25=pool.bm25 if pool.searched else None,
+        lexical=parts.lexical if pool.searched else None,
         fused=parts.fused,
     )

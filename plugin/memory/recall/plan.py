@@ -88,10 +88,13 @@ class QueryPlan:
     """The way each of ``embed_texts`` writes the owner (a key of the lexicon's
     ``owner_forms``: ``first``, ``third``, ``name``), or ``query`` for the query as written."""
 
-    @property
-    def uses_lexical(self) -> bool:
-        """Whether relevance counts word overlap: every kind does."""
-        return True
+    def __post_init__(self) -> None:
+        """Refuse a plan whose texts to embed are missing or unnamed (a custom analyser's)."""
+        if not self.embed_texts or len(self.embed_texts) != len(self.embed_forms):
+            raise InvalidInputError(
+                f"a QueryPlan needs one embed_forms entry per embed text, at least one: got "
+                f"{len(self.embed_texts)} texts and {len(self.embed_forms)} forms"
+            )
 
     def to_json(self) -> dict[str, object]:
         """The plan as a JSON object (the period as ISO dates)."""
@@ -164,6 +167,8 @@ class _Lexicon:
     perfect_aux: re.Pattern[str]
     irregular_past: re.Pattern[str]
     regular_past: re.Pattern[str]
+    not_past: tuple[tuple[str, ...], frozenset[str]]
+    """Endings ("-eed": speed, breed) and words ("hundred") that look past but are not."""
     owner_roles: Mapping[str, str]
     """Each owner word ("{name}" for the owner's name) and its grammatical role."""
     owner_forms: Mapping[str, Mapping[str, str]]
@@ -213,6 +218,10 @@ def _lexicon(language: str) -> _Lexicon:
         perfect_aux=_present_pattern(_strings(data, "perfect_auxiliaries", where)),
         irregular_past=_whole(_strings(data, "irregular_past", where)),
         regular_past=re.compile(rf"\b[^\W\d_]{{{stem},}}{re.escape(suffix)}\b", re.IGNORECASE),
+        not_past=(
+            tuple(_strings(data, "not_past_endings", where)),
+            frozenset(_strings(data, "not_past_words", where)),
+        ),
         owner_roles=roles,
         owner_forms=forms,
         month_words=frozenset(months),
@@ -237,25 +246,38 @@ class LexiconAnalyser:
         self._lexicon = _lexicon(language)
         self.language = language
 
-    def _owner(self, user_id: str) -> tuple[re.Pattern[str], str | None]:
+    def _owner(self, user_id: str) -> tuple[re.Pattern[str], re.Pattern[str] | None, str | None]:
+        """The owner's words (any case) and name forms (as a name is written: capitalised,
+        or in a query of lower case alone, as keywords are), and the owner's name; a user id
+        that spells a month or weekday names nobody ("May" is the month)."""
         name = owner_name(user_id)
-        words: dict[str, str] = {}
-        for word, role in self._lexicon.owner_roles.items():
-            if "{name}" in word:
-                if name is None:
-                    continue
-                for part in {name, *name.split()}:
-                    words[word.replace("{name}", part.lower())] = role
-            else:
-                words[word] = role
-        return _whole(list(words)), name
+        if name is not None and any(
+            part.lower() in self._lexicon.month_words for part in name.split()
+        ):
+            name = None
+        words = [word for word in self._lexicon.owner_roles if "{name}" not in word]
+        if name is None:
+            return _whole(words), None, None
+        forms = [
+            word.replace("{name}", part)
+            for word in self._lexicon.owner_roles
+            if "{name}" in word
+            for part in {name, *name.split()}
+        ]
+        alternation = _phrases(forms)
+        return _whole(words), re.compile(rf"(?<![\w'])(?:{alternation})(?![\w'])"), name
 
     def plan(self, query: str, user_id: str, now: datetime) -> QueryPlan:
         """The plan of ``query`` asked of ``user_id``'s memories at ``now`` (module doc)."""
         lex = self._lexicon
-        owner, name = self._owner(user_id)
+        owner, named, name = self._owner(user_id)
         # "US" in capitals is the country, not "us"
         mentions = [found for found in owner.finditer(query) if found.group(0) != "US"]
+        if named is not None:
+            keywords = query == query.lower()
+            pattern = re.compile(named.pattern, re.IGNORECASE) if keywords else named
+            found = sorted([*mentions, *pattern.finditer(query)], key=lambda m: m.start())
+            mentions = _disjoint(found)
         subject: Subject = "user" if mentions else ("other" if self._other(query, name) else "none")
         texts = self._forms(query, mentions, name)
         # the owner and the state words say how to rank, not what the memory says
@@ -316,9 +338,11 @@ class LexiconAnalyser:
             if found is not None:
                 return "past", _normal(found.group(0))
             if present is None:
-                found = lex.regular_past.search(query)
-                if found is not None:
-                    return "past", _normal(found.group(0))
+                endings, exceptions = lex.not_past
+                for found in lex.regular_past.finditer(query):
+                    word = found.group(0).lower()
+                    if word not in exceptions and not word.endswith(endings):
+                        return "past", word
         if present is not None:
             return "present", None
         return "none", None

@@ -192,6 +192,12 @@ class QueryPool:
         """How many members the pool has."""
         return len(self.ids)
 
+    @property
+    def searched(self) -> bool:
+        """Whether a lexical search with at least one of the query's terms in the user's
+        memories ran: without one, relevance is the cosine's alone."""
+        return self.bm25 is not None and self.idf_total > 0
+
     def lexical_share(self) -> FloatArray:
         """Each member's BM25 as a share of the query matched, in [0, 1]: its BM25 over the
         query's total idf (what a memory of average length holding each term once scores);

@@ -8,24 +8,25 @@ A query's plan (``plugin.memory.recall.plan``) names one of four kinds:
   is fused, and a memory's age is the days it was written *after* the oldest of the query's
   closest memories, so the superseded fact outranks its update;
 * **state**, the current state (a state word, or a question about the user or nobody in
-  particular with no past cue, however the user is named): relevance is
-  ``((1 - w) cosine' + w share + TOPIC_WEIGHT x topic agreement) x (1 + CHANGE_GAIN if the
-  memory reports a change)``, at most 1, where ``share`` is the share of the query's words
-  the memory matches (BM25 over the query's total idf, ``QueryPool.lexical_share``), ``w``
-  the settings' ``state_lexical_weight`` (small: what shares the question's words is mostly
-  the old canonical statement, but an update that repeats them should win on them), and
-  ``cosine'`` blends in the memory's cosine with the query's closest memory
-  (``plugin.memory.recall.feedback``: an update resembles the fact it replaces); the topic agreement
-  (``plugin.memory.recall.life_topics``) says how surely the memory is about the same part of life
-  as the question, and an update says what changed (``plugin.memory.recall.change_cues``). A
-  memory's age is counted back from the newest of the query's closest memories (never after
-  ``now``), not from the clock or the user's latest chatter: a user who comes back after a
-  year gets the same order, and small talk written since the update does not age it;
+  particular with no past cue, however the user is named): relevance is ``((1 - w) cosine' +
+  w share + topic_weight x s x topic agreement) x (1 + change_gain x s if the memory reports
+  a change)``, at most 1, where ``share`` is the share of the query's words the memory
+  matches (BM25 over the query's total idf, ``QueryPool.lexical_share``), ``w`` the
+  settings' ``state_lexical_weight`` (small: what shares the question's words is mostly the
+  old canonical statement, but an update that repeats them should win on them), ``s`` the
+  memory's ``cue_scales`` (1 up to ``state_cue_words`` words, less for a longer message), and
+  ``cosine'`` blends in the memory's cosine with the query's closest memory (``feedback``: an
+  update resembles the fact it replaces); the topic agreement (``life_topics``) says how
+  surely the memory is about the same part of life as the question, and an update says what
+  changed (``change_cues``). A memory's age is counted back from the newest of the query's
+  closest memories (never after ``now``), not from the clock or the user's latest chatter: a
+  user who comes back after a year gets the same order, and small talk written since the
+  update does not age it;
 * **event** (past tense, history cues, or a question about somebody else): time-neutral,
   age 0, fused relevance.
 
-"The query's closest memories" are the ``ANCHOR_MEMBERS`` pool members of highest relevance.
-Under both state rules ages count at ``STATE_AGE_SCALE`` (half): with the recall's 120-day
+"The query's closest memories" are the ``anchor_members`` pool members of highest relevance.
+Under both state rules ages count at ``state_age_scale`` (half): with the recall's 120-day
 horizon a fact is floored once it is 240 days older than the anchor, and a loosely related
 memory written last week cannot outrank an update written two months ago on recency alone.
 The kernel then scores ``clamp(1 - age / horizon, floor, 1)`` with the recall's weights

@@ -42,6 +42,8 @@ def test_users_are_split_whole_and_a_bad_search_is_refused() -> None:
     assert len(train) + len(validation) == 60 and validation
     with pytest.raises(InvalidInputError, match="not a numeric RecallSettings field"):
         fit_settings(None, _queries(), now=NOW, search={"ranking": [1.0]})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="anchor_members takes whole numbers"):
+        fit_settings(None, _queries(), now=NOW, search={"anchor_members": [2.5]})  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="search grid for 'topic_weight'"):
         fit_settings(None, _queries(), now=NOW, search={"topic_weight": [-1.0]})  # type: ignore[arg-type]
 

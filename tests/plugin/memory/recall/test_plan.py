@@ -61,6 +61,8 @@ def _plan(query: str, user_id: str = "u42") -> tuple[str, str]:
             "past tense ('passed')",
         ),
         ("smoking cigarettes", "state", "about no one in particular, no past cue"),
+        ("user dog breed", "state", "about the user, no past cue"),
+        ("internet speed", "state", "about no one in particular, no past cue"),
         ("smoking quit ago", "event", "history cue 'ago'"),
     ],
 )
@@ -114,6 +116,16 @@ def test_the_owner_is_written_every_way_for_the_embedding_and_cut_for_the_words(
     plain = default_analyser().plan("Where does the user live now?", "945e3d21", NOW)
     assert plain.embed_texts == ("Where does I live now?", "Where does the user live now?")
     assert default_analyser().plan("bees", "alice", NOW).embed_texts == ("bees",)
+
+
+def test_a_name_is_the_owner_s_as_a_name_is_written_and_a_month_is_nobody_s() -> None:
+    analyser = default_analyser()
+    test = analyser.plan("Which test did Bob pass?", "test", NOW)
+    assert (test.subject, test.match_text) == ("other", "Which test did Bob pass?")
+    may = analyser.plan("What did I do in May 2025?", "may", NOW)
+    assert may.embed_texts == ("What did I do in May 2025?", "What did the user do in May 2025?")
+    assert analyser.plan("alice job", "alice", NOW).match_text == "job"  # keywords: any case
+    assert analyser.plan("Where did Alice's job go?", "alice", NOW).subject == "user"
 
 
 def test_capital_us_is_a_country_and_a_name_is_only_the_owner_s_when_the_id_spells_it() -> None:

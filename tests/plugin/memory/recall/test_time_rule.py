@@ -153,7 +153,6 @@ def test_the_state_anchor_is_the_newest_of_the_most_relevant_members() -> None:
 
 def test_a_former_state_query_ages_what_is_newer_than_its_oldest_close_memory() -> None:
     rule = classify_query("Where did I live before Berlin?", NOW)
-    assert rule.uses_lexical
     base = NOW.timestamp()
     epochs = base - DAY * np.array([10.0, 400.0, 100.0, 5.0])
     relevance = np.array([0.9, 0.7, 0.1, 0.8])
