@@ -258,9 +258,10 @@ class AffectEngine:
         them the engine ranks with the retriever's ``ranking_weights`` when it has them (so a
         turn ranks as that store's recall does), else with the kernel's defaults. A retriever
         with ``retrieve_ranked`` (``RankedRetriever``) ranks its own memories: the engine asks
-        it instead of ``retrieve`` (which it then need not have), takes its order as it is and
-        drops the history echoes from it; a subclass that changes what ``retrieve`` returns
-        must change ``retrieve_ranked`` too."""
+        it instead of ``retrieve`` (which it then need not have), with the ``weights`` given
+        here or none (it then ranks with its own settings), takes its order as it is and drops
+        the history echoes from it; a subclass that changes what ``retrieve`` returns must
+        change ``retrieve_ranked`` too."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         ranked = isinstance(retriever, RankedRetriever) and callable(
@@ -289,6 +290,9 @@ class AffectEngine:
             )
         if not isinstance(limits, EngineLimits):
             raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
+        self._given_weights = weights
+        """The weights the engine was given, if any: a ranked retriever ranks with its own
+        settings unless the engine was given weights to impose."""
         if weights is None:
             weights = _retriever_weights(retriever)
         if not isinstance(weights, RetrievalWeights):
@@ -591,7 +595,10 @@ class AffectEngine:
         wanted = self._limits.retrieval_limit + (len(history) if self._skip_history_echoes else 0)
         request = self._retrieval_input(text, history, state, now)
         request = request.model_copy(
-            update={"limit": min(self._limits.max_retrieval_candidates, wanted)}
+            update={
+                "limit": min(self._limits.max_retrieval_candidates, wanted),
+                "weights": self._given_weights,
+            }
         )
         found = self._checked(await self._retriever.retrieve_ranked(request), ScoredCandidate)
         keep = self._without_echoes(history, [scored.candidate.text for scored in found])

@@ -11,8 +11,10 @@ import pytest
 
 from kernel import AffectEngine, GateResult
 from kernel.adapters import InMemoryStateStore, ScriptedModel
+from kernel.errors import InvalidInputError
 from kernel.models import MemoryCandidate
 from kernel.protocols import MemoryRetriever, RankedRetriever, RetrievalInput
+from kernel.retrieval import ScoredCandidate
 from plugin.memory.settings import RecallSettings
 from plugin.memory.store import ChromaMemory
 from plugin.models.embeddings import Embedder
@@ -69,3 +71,37 @@ def test_a_turn_surfaces_recall_s_ranking_as_it_is_without_ranking_again(
             [score for _, score in ranked], abs=1e-12
         )
         assert "rank" in stages
+
+
+class RankedOnly:
+    """A retriever that only ranks (``retrieve_ranked``), as a store of one's own might."""
+
+    def __init__(self, inner: RankedRetriever) -> None:
+        self._inner = inner
+
+    async def retrieve_ranked(self, request: RetrievalInput) -> Sequence[ScoredCandidate]:
+        return await self._inner.retrieve_ranked(request)
+
+
+def test_a_retriever_that_only_ranks_is_accepted_and_asked_for_the_limit_it_needs(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(sample_records())
+        inner = memory.retriever_for("alice")
+        asked: list[int] = []
+
+        class Noting(RankedOnly):
+            async def retrieve_ranked(self, request: RetrievalInput) -> Sequence[ScoredCandidate]:
+                asked.append(request.limit)
+                return await super().retrieve_ranked(request)
+
+        ranked, stages = _turn(Noting(inner), "Where do I live?")
+        expected = memory.recall("Where do I live?", "alice", now=NOW, top_k=6).results
+        assert [ident for ident, _ in ranked] == [hit.id for hit in expected]
+        assert asked == [6] and "rank" not in stages  # the turn's limit; no history yet
+
+
+def test_a_store_refuses_an_analyser_without_the_methods_it_calls(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="analyser must provide plan and form_terms"):
+        ChromaMemory(tmp_path / "chroma", analyser=object())  # type: ignore[arg-type]

@@ -32,9 +32,7 @@ def _ranked(memory: ChromaMemory, settings: RecallSettings = DEFAULT_RECALL_SETT
     return [hit.id for hit in hits]
 
 
-def _query_vector(
-    memory: ChromaMemory, embedder: Embedder, query: str, user_id: str
-) -> np.ndarray:
+def _query_vector(memory: ChromaMemory, embedder: Embedder, query: str, user_id: str) -> np.ndarray:
     """The query's vector as recall makes it: the unit mean of its plan's texts, weighted by
     how the user's memories write their owner."""
     analyser = default_analyser()
@@ -173,3 +171,18 @@ def test_a_lone_memory_that_matches_well_scores_high_on_an_absolute_scale(
         (hit,) = memory.recall(query, "ann", now=NOW, top_k=3).results
         assert hit.score >= 0.5, hit.time_rule
         assert hit.similarity >= 0.5 and hit.recency == pytest.approx(1.0)
+
+
+def test_a_question_no_word_of_which_is_stored_is_ranked_by_its_cosine_alone(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """No lexical search found a word of "What did I do?" (stop words only), so its
+    relevance is the cosine, not 0.4 of it, and the hit says the lexical weight was 0."""
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add([{"id": "alps", "text": "I went hiking in the Alps with my sister.",
+                     "user_id": "ann", "timestamp": "2026-05-30T12:00:00Z"}])  # fmt: skip
+        (hit,) = memory.recall("What did I do?", "ann", now=NOW, top_k=1).results
+        assert hit.plan == "event" and hit.relevance is not None
+        assert hit.similarity == pytest.approx(max(0.0, hit.relevance.cosine))
+        assert hit.relevance.weights == {"lexical": 0.0, "dense": 1.0}
+        assert (hit.relevance.bm25, hit.relevance.lexical) == (None, None)
