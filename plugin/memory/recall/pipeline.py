@@ -106,26 +106,31 @@ class RankedQuery:
             return ()
         return explained_hits(self.rows, self.ranked, self.explanation)
 
+    def _candidate(self, i: int, distances: FloatArray) -> MemoryCandidate:
+        """Row ``i`` as a kernel candidate at ``distances[i]``, its rule's age and the index's
+        recall count, skipping pydantic: every value was checked already."""
+        columns = self.rows.columns
+        return MemoryCandidate.model_construct(
+            id=columns.ids[i],
+            text=self.rows.texts[i],
+            distance=float(distances[i]),
+            timestamp=self.rows.timestamps[i],
+            significance=float(columns.significance[i]),
+            recall_count=int(columns.recall_counts[i]),
+            episode=bool(columns.episodes[i]),
+            emotional_valence=float(columns.valences[i]),
+            age_days=float(self.explanation.ages[i]),
+        )
+
     def scored(self) -> tuple[ScoredCandidate, ...]:
         """The ranked memories as the kernel scored them, best first: each candidate carries
         Chroma's cosine distance and its rule's age (``age_days``), and the score its
         relevance (``similarity``), recency, salience and congruence. What an engine turn
         takes as it is (``kernel.protocols.RankedRetriever``)."""
-        columns, scores, ages = self.rows.columns, self.ranked.scores, self.explanation.ages
-        construct = MemoryCandidate.model_construct
+        scores = self.ranked.scores
         return tuple(
             ScoredCandidate.model_construct(
-                candidate=construct(
-                    id=columns.ids[i],
-                    text=self.rows.texts[i],
-                    distance=float(self.explanation.distances[i]),
-                    timestamp=self.rows.timestamps[i],
-                    significance=float(columns.significance[i]),
-                    recall_count=int(columns.recall_counts[i]),
-                    episode=bool(columns.episodes[i]),
-                    emotional_valence=float(columns.valences[i]),
-                    age_days=float(ages[i]),
-                ),
+                candidate=self._candidate(i, self.explanation.distances),
                 score=float(scores.score[i]),
                 similarity=float(scores.similarity[i]),
                 recency=float(scores.recency[i]),
@@ -141,24 +146,10 @@ class RankedQuery:
 
         Each carries the kernel's distance (``2 (1 - relevance)``, or Chroma's in the dense
         ranking), its rule's age (``age_days``) and the index's recall count, so ranking them
-        again gives the same scores. They skip pydantic: every value was checked already.
+        again gives the same scores.
         """
-        columns, ages = self.rows.columns, self.explanation.ages
-        construct = MemoryCandidate.model_construct
-        return tuple(
-            construct(
-                id=columns.ids[i],
-                text=self.rows.texts[i],
-                distance=float(columns.distances[i]),
-                timestamp=self.rows.timestamps[i],
-                significance=float(columns.significance[i]),
-                recall_count=int(columns.recall_counts[i]),
-                episode=bool(columns.episodes[i]),
-                emotional_valence=float(columns.valences[i]),
-                age_days=float(ages[i]),
-            )
-            for i in self.ranked.order
-        )
+        distances = self.rows.columns.distances
+        return tuple(self._candidate(i, distances) for i in self.ranked.order)
 
 
 @dataclass(frozen=True, slots=True)
