@@ -5,11 +5,13 @@ data, not code) and returns a ``QueryPlan``:
 
 * **subject**: ``user`` when the query mentions the store's owner, however it is written ("I",
   "my", "we", "you", "the user", "user", or the owner's name when the user id is one, like
-  ``alice``); ``other`` when it names somebody else (a capitalised word inside the sentence)
-  and not the owner; ``none`` when it names nobody (keywords).
+  ``alice``: capitalised, or in any case in a query of lower case alone, as keywords are);
+  ``other`` when it names somebody else (a capitalised word inside the sentence) and not the
+  owner; ``none`` when it names nobody (keywords).
 * **tense**: ``past`` for a past auxiliary (did, was, ...), a common irregular past verb with
   no perfect auxiliary, or a word in ``-ed`` with no present or perfect auxiliary ("passed",
-  not "Am I married?"); ``present`` for a present auxiliary; else ``none``.
+  not "Am I married?", nor the lexicon's exceptions: "speed", "hundred"); ``present`` for a
+  present auxiliary; else ``none``.
 * **kind**, by these rules, first match wins:
 
   1. ``period``: the query names a period ("in May 2023", "last week");
@@ -26,8 +28,8 @@ So "Where do I work?", "Where does the user work?", "Where does Alice work?" (us
 and "user work" get the same plan, and a past cue counts with or without a pronoun.
 
 The plan also carries what matching uses: ``match_text``, the query without the owner's
-mentions (the lexical search's words: "user" or a name would only match how a memory is
-written, not what it says), and ``embed_texts``, the query with the owner written each way a
+mentions and its state words (the lexical search's words: "user" or a name would only match
+how a memory is written, "now" only chatter, not what a memory says), and ``embed_texts``, the query with the owner written each way a
 memory may write them (first person, "the user", the name), whose embeddings recall averages
 weighted by how the user's own memories write the owner (``form_weights``): a question is
 matched as the memories are written, whichever way the question was asked.
