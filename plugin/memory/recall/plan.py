@@ -28,11 +28,12 @@ So "Where do I work?", "Where does the user work?", "Where does Alice work?" (us
 and "user work" get the same plan, and a past cue counts with or without a pronoun.
 
 The plan also carries what matching uses: ``match_text``, the query without the owner's
-mentions and its state words (the lexical search's words: "user" or a name would only match
-how a memory is written, "now" only chatter, not what a memory says), and ``embed_texts``, the query with the owner written each way a
-memory may write them (first person, "the user", the name), whose embeddings recall averages
-weighted by how the user's own memories write the owner (``form_weights``): a question is
-matched as the memories are written, whichever way the question was asked.
+mentions and its state words (the lexical search's words: "user" or a name would only match how
+a memory is written, "now" only chatter, not what a memory says), and ``embed_texts``, the
+query with the owner written each way a memory may write them (first person, "the user", the
+name), whose embeddings recall averages weighted by how the user's own memories write the owner
+(``form_weights``): a question is matched as the memories are written, whichever way the
+question was asked.
 """
 
 from __future__ import annotations
