@@ -202,6 +202,17 @@ def _lock_file(db: Path, conversation: str) -> Path:
     return db.with_name(db.name + ".locks") / f"{digest}.lock"
 
 
+async def _released(path: Path, within: float = 30.0) -> bool:
+    """Whether the lock file is free, waiting up to ``within`` seconds for abandoned waiter
+    threads to hand it back (they do in milliseconds; a loaded machine may take seconds)."""
+    deadline = time.monotonic() + within
+    while not _can_lock(path):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 def _can_lock(path: Path) -> bool:
     fd = os.open(path, os.O_RDWR | os.O_CREAT)
     try:
@@ -244,11 +255,8 @@ async def test_a_cancelled_waiter_does_not_keep_the_lock(store: SQLiteStateStore
     async with asyncio.timeout(5):
         async with store.transaction("c1") as transaction:
             await transaction.commit(state=None, messages=[Message(role="user", content="ok")])
-    for _ in range(100):  # the abandoned waiter thread hands the lock straight back
-        if _can_lock(_lock_file(db, "c1")):
-            break
-        await asyncio.sleep(0.01)
-    assert _can_lock(_lock_file(db, "c1"))
+    # the abandoned waiter thread hands the lock straight back
+    assert await _released(_lock_file(db, "c1"))
 
 
 async def test_a_held_conversation_times_out_with_an_error_naming_it(db: Path) -> None:
@@ -300,11 +308,7 @@ async def test_repeated_timeouts_leave_no_lock_behind(store: SQLiteStateStore, d
         release.set()
         await task
         # Each abandoned waiter thread gets the lock in turn and hands it straight back.
-        for _ in range(200):
-            if _can_lock(_lock_file(db, "c1")):
-                break
-            await asyncio.sleep(0.01)
-        assert _can_lock(_lock_file(db, "c1"))
+        assert await _released(_lock_file(db, "c1"))
         async with asyncio.timeout(5), impatient.transaction("c1") as transaction:
             await transaction.commit(state=None, messages=[Message(role="user", content="in")])
     finally:
