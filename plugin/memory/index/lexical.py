@@ -48,7 +48,9 @@ class LexicalHits:
     """A lexical search's memories, best first, with their BM25 scores (higher is better)."""
 
     ids: list[str] = field(default_factory=list)
-    scores: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    scores: npt.NDArray[np.float64] = field(
+        default_factory=lambda: np.zeros(0, dtype=np.float64)
+    )
     absent: list[str] | None = None
     """The hits the search's ``known`` ids lack, in the index's document order (the order
     Chroma keeps them in, as a ``get`` returns them); None when no ``known`` was given."""
@@ -288,15 +290,22 @@ def _absent_vectors(
     return [ident for _, ident in absent], [blobs.get(doc_key) for doc_key, _ in absent]
 
 
+def _user_totals(tx: Tx, key: int) -> tuple[Any, ...] | None:
+    """User ``key``'s memory count, total length, postings generation and next document key
+    as the snapshot holds them, or None for a user the index has never seen."""
+    return tx.one(
+        "SELECT doc_count, total_length, generation, next_doc FROM index_users "
+        "WHERE user_key = ?",
+        (key,),
+    )
+
+
 def document_frequencies(
     tx: Tx, key: int, terms: Sequence[str], cache: PostingsCache | None = None
 ) -> tuple[int, list[int]]:
     """How many memories user ``key`` has, and how many of them hold each of ``terms``
     (search terms, as ``plugin.memory.index.analyzer.words`` makes them)."""
-    totals = tx.one(
-        "SELECT doc_count, total_length, generation, next_doc FROM index_users WHERE user_key = ?",
-        (key,),
-    )
+    totals = _user_totals(tx, key)
     if totals is None or not totals[0] or not terms:
         return (0 if totals is None else int(totals[0] or 0)), [0] * len(terms)
     distinct = list(dict.fromkeys(terms))
@@ -324,10 +333,7 @@ def search(
     terms = query_terms(query)
     if not terms:
         return nothing
-    totals = tx.one(
-        "SELECT doc_count, total_length, generation, next_doc FROM index_users WHERE user_key = ?",
-        (key,),
-    )
+    totals = _user_totals(tx, key)
     if totals is None or not totals[0]:
         return nothing
     columns = _postings(tx, key, terms, totals, cache)

@@ -219,11 +219,9 @@ class MemoryIndex:
     def sync(self, user_id: str | None = None) -> SyncReport:
         """Settle one user, or every user the store holds, against Chroma now (waiting for
         their writers); counts are compared again even for users this process settled."""
-        users = (
-            [check_user(user_id)]
-            if user_id is not None
-            else [owner for owner, _ in self.collections.every()]
-        )
+        users = [check_user(user_id)] if user_id is not None else [
+            owner for owner, _ in self.collections.every()
+        ]
         report = SyncReport()
         for owner in users:
             collection = self.collections.of(owner, create=False)
@@ -255,10 +253,8 @@ class MemoryIndex:
         user_id = check_user(user_id)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= (MAX_LEXICAL_LIMIT)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= (
+            MAX_LEXICAL_LIMIT
         ):
             raise InvalidInputError(
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
