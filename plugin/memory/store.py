@@ -142,7 +142,9 @@ class ChromaMemory:
         self._location = parse_location(location)
         if observer is not None and not callable(observer):
             raise InvalidInputError(f"observer must be callable, got {observer!r}")
-        self._embedder: Embedder = embedder if embedder is not None else default_embedder()
+        self._embedder: Embedder = (
+            embedder if embedder is not None else default_embedder()
+        )
         self._observer = observer
         self._closed = False
         self._worker = StoreWorker(self._location.describe())
@@ -169,7 +171,9 @@ class ChromaMemory:
         try:
             if self._location.kind == "path":  # a segment a killed write left unreadable
                 assert self._location.path is not None
-                repair_segments(self._location.path, self._collections, self._index, self._embedder)
+                repair_segments(
+                    self._location.path, self._collections, self._index, self._embedder
+                )
             self._index.reconcile_pending()  # what a killed writer left, settled on opening
         except BaseException:
             self.close()
@@ -277,9 +281,8 @@ class ChromaMemory:
             terms = self._analyser.form_terms(user_id)
             flat = [term for group in terms.values() for term in group]
             memories, counts = self.index.document_frequencies(user_id, flat)
-            found = dict(zip(flat, counts, strict=True))
-            holding = {way: max(found[t] for t in group) for way, group in terms.items()}
-            weights_of = {form: form_weights(form, memories, holding) for form in forms}
+            holding = dict(zip(flat, counts, strict=True))
+            weights_of = {form: form_weights(form, terms, memories, holding) for form in forms}
         texts = list(dict.fromkeys(text for plan in plans for text in plan.embed_texts))
         vectors = self._embed_queries(texts).astype(np.float64)
         row = {text: at for at, text in enumerate(texts)}
@@ -296,6 +299,25 @@ class ChromaMemory:
         norms = np.linalg.norm(means, axis=1, keepdims=True)
         unit: np.ndarray = means / np.where(norms > 0, norms, 1.0)
         return unit
+
+    def _plans(self, queries: Sequence[str], user_id: str, now: datetime) -> list[QueryPlan]:
+        """The analyser's plan of each query, each checked to be one."""
+        planned = [self._analyser.plan(query, user_id, now) for query in queries]
+        for plan in planned:
+            if not isinstance(plan, QueryPlan):
+                raise InvalidInputError(
+                    f"the analyser returned {type(plan).__name__}, not a QueryPlan"
+                )
+        return planned
+
+    def query_vectors(
+        self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None
+    ) -> np.ndarray:
+        """The unit vectors ``recall`` searches ``user_id``'s memories with for ``queries``
+        (one row each): each query's plan embedded as those memories write their owner."""
+        user_id = check_user(user_id)
+        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        return self._embed_plans(user_id, self._plans(queries, user_id, moment))
 
     def query_rows(self, vectors: np.ndarray, user_id: str, n: int) -> list[StoredRows]:
         """The one query path: the nearest ``n`` of ``user_id``'s memories for each vector,
@@ -366,12 +388,7 @@ class ChromaMemory:
             plans: list[QueryPlan | None] = [None] * len(queries)
             vectors = self._embed_queries(queries)
         else:
-            planned = [self._analyser.plan(query, user_id, now) for query in queries]
-            for plan in planned:
-                if not isinstance(plan, QueryPlan):
-                    raise InvalidInputError(
-                        f"the analyser returned {type(plan).__name__}, not a QueryPlan"
-                    )
+            planned = self._plans(queries, user_id, now)
             plans, vectors = list(planned), self._embed_plans(user_id, planned)
         return self._hybrid.rank(
             user_id,

@@ -447,14 +447,24 @@ def _cut(query: str, mentions: Sequence[re.Match[str]]) -> str:
     return "".join([*pieces, query[last:]])
 
 
-def form_weights(forms: Sequence[str], memories: int, holding: Mapping[str, int]) -> list[float]:
+def form_weights(
+    forms: Sequence[str],
+    terms: Mapping[str, Sequence[str]],
+    memories: int,
+    holding: Mapping[str, int],
+) -> list[float]:
     """How much each way of writing the owner weighs in a query's embedding: the share of the
-    user's ``memories`` written that way (``holding``: how many hold each third-person way's
-    terms; first person is the rest), so a question is matched as the memories are written.
-    ``query`` (no owner mentioned) weighs 1; with no memories every way weighs alike."""
+    user's ``memories`` written that way (a third-person way's share is that of its most
+    frequent search term, ``terms`` of ``form_terms``, counted in ``holding``; first person is
+    the rest), so a question is matched as the memories are written. ``query`` (no owner
+    mentioned) weighs 1; with no memories every way weighs alike."""
     if memories <= 0:
         return [1.0] * len(forms)
-    shares = {way: min(1.0, count / memories) for way, count in holding.items()}
+    shares = {
+        way: min(1.0, max(holding.get(term, 0) for term in group) / memories)
+        for way, group in terms.items()
+        if group
+    }
     shares["first"] = max(0.0, 1.0 - sum(shares.values()))
     weights = [1.0 if way == "query" else shares.get(way, 0.0) for way in forms]
     return weights if sum(weights) > 0 else [1.0] * len(forms)

@@ -5,14 +5,12 @@ memory, and says so in the hit's time rule."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from plugin.memory.recall.life_topics import TopicSpace
-from plugin.memory.recall.plan import default_analyser, form_weights
 from plugin.memory.results import RecallHit
 from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 from plugin.memory.store import ChromaMemory
@@ -21,7 +19,6 @@ from tests.contracts.recall_schema import state_similarity_of
 from tests.plugin.memory.index.consistency import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
-DEFAULT_NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 CORPORA = Path(__file__).resolve().parents[4] / "fixtures" / "stale_current"
 
 
@@ -30,22 +27,6 @@ def _ranked(memory: ChromaMemory, settings: RecallSettings = DEFAULT_RECALL_SETT
         "What instrument do I play?", "ann", now=NOW, top_k=2, settings=settings
     ).results
     return [hit.id for hit in hits]
-
-
-def _query_vector(memory: ChromaMemory, embedder: Embedder, query: str, user_id: str) -> np.ndarray:
-    """The query's vector as recall makes it: the unit mean of its plan's texts, weighted by
-    how the user's memories write their owner."""
-    analyser = default_analyser()
-    plan = analyser.plan(query, user_id, DEFAULT_NOW)
-    terms = analyser.form_terms(user_id)
-    flat = [term for group in terms.values() for term in group]
-    memories, counts = memory.index.document_frequencies(user_id, flat)
-    found = dict(zip(flat, counts, strict=True))
-    holding = {way: max(found[term] for term in group) for way, group in terms.items()}
-    weights = form_weights(plan.embed_forms, memories, holding)
-    vectors = np.asarray(embedder.embed_documents(list(plan.embed_texts)), dtype=np.float64)
-    mean = np.average(vectors, axis=0, weights=weights)
-    return mean / np.linalg.norm(mean)
 
 
 def test_a_state_question_prefers_the_update_that_reports_a_change(
@@ -101,7 +82,7 @@ def test_a_state_question_prefers_the_memory_about_the_same_part_of_life(
         assert first[0] == "chef"
         # each hit's topic is its agreement with the query, computed here from Chroma's rows
         space = TopicSpace.of(embedder)
-        query = _query_vector(memory, embedder, "What do I do for a living?", "ann")
+        query = memory.query_vectors(["What do I do for a living?"], "ann", now=NOW)[0]
         result = memory.recall("What do I do for a living?", "ann", now=NOW, top_k=5)
         vectors = chroma_embeddings(memory, "ann")
         for hit in result.results:

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from kernel.errors import InvalidInputError
-from plugin.memory.recall.plan import LexiconAnalyser, default_analyser, owner_name
+from plugin.memory.recall.plan import LexiconAnalyser, default_analyser, form_weights, owner_name
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -160,3 +160,13 @@ def test_the_lexicon_is_data_and_an_unknown_language_is_refused() -> None:
     assert "now" in lexicon["state_words"] and "did" in lexicon["past_auxiliaries"]
     with pytest.raises(InvalidInputError, match="no recall lexicon for language 'xx'"):
         LexiconAnalyser("xx")
+
+
+def test_each_way_of_writing_the_owner_weighs_its_share_of_the_memories() -> None:
+    terms = default_analyser().form_terms("amara")
+    assert terms == {"third": ["user"], "name": ["amara"]}
+    forms = ("first", "third", "name")
+    # 10 memories: 3 hold "user", 5 hold "amara", the other 2 are first person
+    assert form_weights(forms, terms, 10, {"user": 3, "amara": 5}) == pytest.approx([0.2, 0.3, 0.5])
+    assert form_weights(forms, terms, 0, {}) == [1.0, 1.0, 1.0]  # no memories: alike
+    assert form_weights(("query",), terms, 10, {"user": 3}) == [1.0]
