@@ -535,15 +535,17 @@ class AffectEngine:
         return result
 
     def _retrieval_input(
-        self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
+        self,
+        text: str,
+        history: tuple[Message, ...],
+        state: AffectState,
+        now: datetime,
+        *,
+        limit: int,
+        weights: RetrievalWeights | None,
     ) -> RetrievalInput:
         return RetrievalInput(
-            query=text,
-            history=history,
-            state=state,
-            limit=self._limits.max_retrieval_candidates,
-            now=now,
-            weights=self._weights,
+            query=text, history=history, state=state, limit=limit, now=now, weights=weights
         )
 
     def _checked(self, found: object, kind: type[Any]) -> list[Any]:
@@ -581,7 +583,14 @@ class AffectEngine:
         self, text: str, history: tuple[Message, ...], state: AffectState, now: datetime
     ) -> Sequence[MemoryCandidate]:
         assert isinstance(self._retriever, MemoryRetriever)
-        request = self._retrieval_input(text, history, state, now)
+        request = self._retrieval_input(
+            text,
+            history,
+            state,
+            now,
+            limit=self._limits.max_retrieval_candidates,
+            weights=self._weights,
+        )
         found = self._checked(await self._retriever.retrieve(request), MemoryCandidate)
         keep = self._without_echoes(history, [candidate.text for candidate in found])
         return [candidate for candidate, kept in zip(found, keep, strict=True) if kept]
@@ -593,12 +602,13 @@ class AffectEngine:
         is asked for the limit and as many more as the history window could echo."""
         assert isinstance(self._retriever, RankedRetriever)
         wanted = self._limits.retrieval_limit + (len(history) if self._skip_history_echoes else 0)
-        request = self._retrieval_input(text, history, state, now)
-        request = request.model_copy(
-            update={
-                "limit": min(self._limits.max_retrieval_candidates, wanted),
-                "weights": self._given_weights,
-            }
+        request = self._retrieval_input(
+            text,
+            history,
+            state,
+            now,
+            limit=min(self._limits.max_retrieval_candidates, wanted),
+            weights=self._given_weights,
         )
         found = self._checked(await self._retriever.retrieve_ranked(request), ScoredCandidate)
         keep = self._without_echoes(history, [scored.candidate.text for scored in found])
