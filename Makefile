@@ -16,8 +16,15 @@ $(STAMP): pyproject.toml constraints.txt
 lint: install
 	$(BIN)/ruff check kernel plugin tests
 
+# mypy cannot follow the editable install's import hook, so it reads the package through a tree of
+# links that spells the installed layout: plugin/ as affect_memory, kernel/ as affect_memory.kernel.
+TYPECHECK := $(VENV)/typecheck
+
 typecheck: install
-	$(BIN)/mypy kernel plugin
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/affect_memory
+	ln -s $(CURDIR)/plugin/* $(TYPECHECK)/affect_memory/
+	ln -s $(CURDIR)/kernel $(TYPECHECK)/affect_memory/kernel
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy -p affect_memory
 
 test: lint typecheck
 	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m pytest -q -n 2 --dist loadfile
@@ -33,5 +40,5 @@ clean:
 
 .PHONY: notebooks
 notebooks: install
-	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m plugin.experiments.notebooks \
+	HF_HUB_OFFLINE=1 ANONYMIZED_TELEMETRY=False $(BIN)/python -m affect_memory.experiments.notebooks \
 		notebooks/*.ipynb --out notebooks/rendered

@@ -1,13 +1,19 @@
 """The deterministic affect kernel: pure, typed, validated, and pinned by reference fixtures.
 
 Nothing here performs I/O; storage, embeddings and models live in ``plugin``. Everything public
-is importable from ``kernel`` itself, the reference adapters of ``kernel.adapters`` included.
+is importable from ``kernel`` itself, the reference adapters of ``affect_memory.kernel.adapters``
+included.
 """
 
 from importlib import metadata as _metadata
 
-from kernel.adapters import InMemoryStateStore, ScriptedModel, ScriptedReply, StaticRetriever
-from kernel.affect import (
+from affect_memory.kernel.adapters import (
+    InMemoryStateStore,
+    ScriptedModel,
+    ScriptedReply,
+    StaticRetriever,
+)
+from affect_memory.kernel.affect import (
     DEFAULT_AFFECT_CONTROLS,
     AffectControls,
     apply_length_factor,
@@ -16,7 +22,7 @@ from kernel.affect import (
     length_factor,
     mood_octant,
 )
-from kernel.appraisal import (
+from affect_memory.kernel.appraisal import (
     BUILTIN_INTENTS,
     CUSTOM_INTENT_PATTERN,
     DEFAULT_AFFECT_DYNAMICS,
@@ -40,7 +46,7 @@ from kernel.appraisal import (
     stage_int,
     state_emotions,
 )
-from kernel.batch import (
+from affect_memory.kernel.batch import (
     BatchScores,
     CandidateColumns,
     RankedColumns,
@@ -48,8 +54,8 @@ from kernel.batch import (
     rank_columns,
     score_batch,
 )
-from kernel.engine import AffectEngine, EngineLimits, normalize_intent
-from kernel.errors import (
+from affect_memory.kernel.engine import AffectEngine, EngineLimits, normalize_intent
+from affect_memory.kernel.errors import (
     AffectMemoryError,
     CorruptStateError,
     EngineError,
@@ -61,7 +67,7 @@ from kernel.errors import (
     UnknownIntentError,
     UnknownStageError,
 )
-from kernel.models import (
+from affect_memory.kernel.models import (
     AffectState,
     AttachmentState,
     CognitionState,
@@ -74,7 +80,7 @@ from kernel.models import (
     RelationshipState,
     UntrustedContext,
 )
-from kernel.prompt import (
+from affect_memory.kernel.prompt import (
     DEFAULT_EVIDENCE_LIMITS,
     DEFAULT_PROMPT_WORDING,
     EvidenceLimits,
@@ -82,7 +88,7 @@ from kernel.prompt import (
     build_system_prompt,
     build_untrusted_context,
 )
-from kernel.protocols import (
+from affect_memory.kernel.protocols import (
     AppraisalPolicy,
     GateInput,
     GateResult,
@@ -99,8 +105,8 @@ from kernel.protocols import (
     TurnRecord,
     TurnResult,
 )
-from kernel.ranking import candidate_columns, rank_candidates
-from kernel.retrieval import (
+from affect_memory.kernel.ranking import candidate_columns, rank_candidates
+from affect_memory.kernel.retrieval import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     RetrievalWeights,
     ScoredCandidate,
@@ -109,7 +115,7 @@ from kernel.retrieval import (
     recency_weight,
     score_candidate,
 )
-from kernel.surfacing import (
+from affect_memory.kernel.surfacing import (
     DEFAULT_PRESENCE_LABELS,
     PresenceLabels,
     build_presence_vector,

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from pydantic import model_validator
 
-from kernel.bounds import (
+from affect_memory.kernel.bounds import (
     FiniteFloat,
     NonNegativeFloat,
     PositiveInt,
@@ -14,9 +14,9 @@ from kernel.bounds import (
     UnitInterval,
     check_int,
 )
-from kernel.errors import InvalidInputError, shown
-from kernel.models import DecodingParams, Mood, as_emotion_map
-from kernel.parameters import ParameterModel
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.models import DecodingParams, Mood, as_emotion_map
+from affect_memory.kernel.parameters import ParameterModel
 
 __all__ = [
     "DEFAULT_AFFECT_CONTROLS",

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, model_validator
 
-from kernel.bounds import (
+from affect_memory.kernel.bounds import (
     FiniteFloat,
     NonNegativeFloat,
     SignedUnit,
@@ -22,8 +22,8 @@ from kernel.bounds import (
     check_int,
     check_number,
 )
-from kernel.errors import InvalidInputError, UnknownStageError, shown
-from kernel.models import (
+from affect_memory.kernel.errors import InvalidInputError, UnknownStageError, shown
+from affect_memory.kernel.models import (
     AffectState,
     EmotionMap,
     FrozenModel,
@@ -32,7 +32,7 @@ from kernel.models import (
     Personality,
     as_emotion_map,
 )
-from kernel.parameters import Name, ParameterModel, unique
+from affect_memory.kernel.parameters import Name, ParameterModel, unique
 
 __all__ = [
     "BUILTIN_INTENTS",

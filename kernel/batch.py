@@ -6,7 +6,7 @@ store's mapper), and is the one ranking path of engine turns and of recalls. Pri
 functions compute, vectorised and in place. Every score follows the scalar path's
 floating-point operations in the same order
 (``(similarity * recency * salience + bonus) * congruence``), so results agree bit for bit
-with :func:`kernel.retrieval.score_candidate` whenever the ages in days agree.
+with :func:`affect_memory.kernel.retrieval.score_candidate` whenever the ages in days agree.
 
 Long batches are validated and scored in cache-sized blocks, so each input is read from memory
 about once and each output written once: at a million candidates memory traffic, not
@@ -14,7 +14,7 @@ arithmetic, is the bound.
 
 The module is about 620 lines because validation, block scoring and top-k selection share
 the column checks and together must keep the scalar path's operation order; in one file that
-order can be checked against ``kernel.retrieval`` side by side.
+order can be checked against ``affect_memory.kernel.retrieval`` side by side.
 """
 
 from __future__ import annotations
@@ -29,9 +29,13 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from kernel.bounds import check_limit, check_number, require_zoned_now
-from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, SECONDS_PER_DAY, RetrievalWeights
+from affect_memory.kernel.bounds import check_limit, check_number, require_zoned_now
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    SECONDS_PER_DAY,
+    RetrievalWeights,
+)
 
 __all__ = [
     "DISTANCE_TOLERANCE",
@@ -533,9 +537,10 @@ def _best_of_each_id(ids: npt.NDArray[Any], scores: FloatArray, pool: IndexArray
 class CandidateColumns:
     """Candidates as columns, one value per candidate, each already checked: what ranking reads.
 
-    Values are trusted, not checked again: build them with ``kernel.ranking.candidate_columns``
-    from validated ``MemoryCandidate``s, or from columns a store's mapper has checked (finite,
-    distances clamped into [0, 2], counts >= 0). Raw arrays go through ``score_batch`` instead.
+    Values are trusted, not checked again: build them with
+    ``affect_memory.kernel.ranking.candidate_columns`` from validated ``MemoryCandidate``s, or from
+    columns a store's mapper has checked (finite, distances clamped into [0, 2], counts >= 0). Raw
+    arrays go through ``score_batch`` instead.
     ``epochs`` are the timestamps in epoch seconds, NaN for a missing or unusable one.
     ``ages_days``, when given, are the ages recency is scored at instead of ``now - epochs``
     (a retriever's time rule decided them; NaN gets the recency fallback).
@@ -592,8 +597,8 @@ def rank_columns(
 ) -> RankedColumns:
     """Score checked columns at ``now`` and keep the best ``limit`` distinct ids.
 
-    The one ranking path: an engine turn (``kernel.ranking.rank_candidates``) and a store's
-    recall both rank through here, so the same memories get the same bits. Ages are
+    The one ranking path: an engine turn (``affect_memory.kernel.ranking.rank_candidates``) and a
+    store's recall both rank through here, so the same memories get the same bits. Ages are
     ``(now - epoch) / 86400`` in float seconds, or the columns' ``ages_days`` when given; the
     best of each id is kept (first seen wins a tie) and ties in score go to the lower id in
     code-point order.

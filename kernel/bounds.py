@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = [
     "MAX_CONVERSATION_ID_CHARS",

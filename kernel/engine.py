@@ -23,26 +23,26 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
-from kernel.affect import decoding_params as _decoding_params
-from kernel.appraisal import (
+from affect_memory.kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
+from affect_memory.kernel.affect import decoding_params as _decoding_params
+from affect_memory.kernel.appraisal import (
     BUILTIN_INTENTS,
     CUSTOM_INTENT_PATTERN,
     AppraisalOutcome,
     DefaultAppraisalPolicy,
 )
-from kernel.bounds import NonNegativeInt, PositiveInt, check_conversation_id
-from kernel.clock import Clock, utc_now
-from kernel.errors import (
+from affect_memory.kernel.bounds import NonNegativeInt, PositiveInt, check_conversation_id
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.errors import (
     InvalidInputError,
     LimitExceededError,
     MalformedOutputError,
     UnknownIntentError,
     shown,
 )
-from kernel.models import AffectState, CognitionState, EmotionMap, MemoryCandidate
-from kernel.parameters import ParameterModel, first_message
-from kernel.prompt import (
+from affect_memory.kernel.models import AffectState, CognitionState, EmotionMap, MemoryCandidate
+from affect_memory.kernel.parameters import ParameterModel, first_message
+from affect_memory.kernel.prompt import (
     DEFAULT_EVIDENCE_LIMITS,
     DEFAULT_PROMPT_WORDING,
     EvidenceLimits,
@@ -50,7 +50,7 @@ from kernel.prompt import (
     build_system_prompt,
     build_untrusted_context,
 )
-from kernel.protocols import (
+from affect_memory.kernel.protocols import (
     AppraisalPolicy,
     GateInput,
     GateResult,
@@ -66,9 +66,17 @@ from kernel.protocols import (
     TurnRecord,
     TurnResult,
 )
-from kernel.ranking import rank_candidates
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights, ScoredCandidate
-from kernel.surfacing import DEFAULT_PRESENCE_LABELS, PresenceLabels, build_presence_vector
+from affect_memory.kernel.ranking import rank_candidates
+from affect_memory.kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    RetrievalWeights,
+    ScoredCandidate,
+)
+from affect_memory.kernel.surfacing import (
+    DEFAULT_PRESENCE_LABELS,
+    PresenceLabels,
+    build_presence_vector,
+)
 
 __all__ = [
     "DEFAULT_APPRAISAL_POLICY",

@@ -1,6 +1,6 @@
 """The exception tree every affect-memory error descends from, and ``shown`` for echoing values.
 
-The kernel's tree (the plugin adds its own leaves in ``plugin.errors``)::
+The kernel's tree (the plugin adds its own leaves in ``affect_memory.errors``)::
 
     AffectMemoryError(Exception)
     ├── InvalidInputError(ValueError)      an argument failed validation

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, StringConstraints
 from pydantic_core import core_schema
 
-from kernel.bounds import (
+from affect_memory.kernel.bounds import (
     CosineDistance,
     NonNegativeFloat,
     NonNegativeInt,
@@ -17,7 +17,7 @@ from kernel.bounds import (
     ZonedTimestamp,
     check_number,
 )
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = [
     "AffectState",

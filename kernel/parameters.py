@@ -18,8 +18,8 @@ from pydantic import (
     field_validator,
 )
 
-from kernel.errors import shown
-from kernel.models import FrozenModel
+from affect_memory.kernel.errors import shown
+from affect_memory.kernel.models import FrozenModel
 
 __all__ = [
     "MAX_NAME_CHARS",

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
-from kernel.models import AffectState, UntrustedContext
-from kernel.parameters import Name, ParameterModel, Text, unique
+from affect_memory.kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
+from affect_memory.kernel.models import AffectState, UntrustedContext
+from affect_memory.kernel.parameters import Name, ParameterModel, Text, unique
 
 __all__ = [
     "DEFAULT_EVIDENCE_LIMITS",

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import Field, StringConstraints
 
-from kernel.appraisal import AppraisalOutcome
-from kernel.bounds import NonNegativeInt, ZonedTimestamp
-from kernel.models import (
+from affect_memory.kernel.appraisal import AppraisalOutcome
+from affect_memory.kernel.bounds import NonNegativeInt, ZonedTimestamp
+from affect_memory.kernel.models import (
     AffectState,
     DecodingParams,
     EmotionMap,
@@ -23,7 +23,7 @@ from kernel.models import (
     Mood,
     UntrustedContext,
 )
-from kernel.retrieval import RetrievalWeights, ScoredCandidate
+from affect_memory.kernel.retrieval import RetrievalWeights, ScoredCandidate
 
 __all__ = [
     "AppraisalPolicy",

@@ -1,11 +1,11 @@
 """Ranking memory candidates for a turn: candidates become columns, ``rank_columns`` ranks them.
 
 An engine turn ranks ``MemoryCandidate``s through :func:`rank_candidates`; a store's recall
-ranks the rows it read through the same :func:`kernel.batch.rank_columns`. Both age memories
-from epoch seconds (a store keeps the epoch beside each timestamp), so the same memories get
-the same bits on either path, and both agree with the scalar reference
-(:func:`kernel.retrieval.rank_candidates_reference`) within 1e-12, exactly for timestamps in
-whole seconds.
+ranks the rows it read through the same :func:`affect_memory.kernel.batch.rank_columns`. Both age
+memories from epoch seconds (a store keeps the epoch beside each timestamp), so the same memories
+get the same bits on either path, and both agree with the scalar reference
+(:func:`affect_memory.kernel.retrieval.rank_candidates_reference`) within 1e-12, exactly for
+timestamps in whole seconds.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Final
 
 import numpy as np
 
-from kernel.batch import CandidateColumns, rank_columns
-from kernel.bounds import check_limit, parse_zoned, require_zoned_now
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from kernel.retrieval import (
+from affect_memory.kernel.batch import CandidateColumns, rank_columns
+from affect_memory.kernel.bounds import check_limit, parse_zoned, require_zoned_now
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.retrieval import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     SECONDS_PER_DAY,
     RetrievalWeights,
@@ -105,8 +105,8 @@ def rank_candidates(
     """Score, keep the best of each id (first seen wins a tie), order by score then id, cut.
 
     Ties in score are broken by ascending id in Unicode code-point order. The candidates are
-    turned into columns once and ranked by :func:`kernel.batch.rank_columns`, the path a
-    store's recall takes too.
+    turned into columns once and ranked by :func:`affect_memory.kernel.batch.rank_columns`, the path
+    a store's recall takes too.
     """
     limit = check_limit(limit)
     require_zoned_now(now)

@@ -1,8 +1,9 @@
 """Pure memory scoring, one candidate at a time: the reference every faster path agrees with.
 
 Scores are higher-is-better. Distances are cosine distances, ``1 - cos``, in [0, 2]. The
-columnar scorer (``kernel.batch``) and the one ranking path of turns and recalls
-(``kernel.ranking``) build on the weights, the result type and the helpers defined here.
+columnar scorer (``affect_memory.kernel.batch``) and the one ranking path of turns and recalls
+(``affect_memory.kernel.ranking``) build on the weights, the result type and the helpers defined
+here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
-from kernel.bounds import (
+from affect_memory.kernel.bounds import (
     FiniteFloat,
     NonNegativeFloat,
     UnitInterval,
@@ -24,9 +25,9 @@ from kernel.bounds import (
     parse_zoned,
     require_zoned_now,
 )
-from kernel.errors import InvalidInputError, shown
-from kernel.models import FrozenModel, MemoryCandidate
-from kernel.parameters import ParameterModel
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.models import FrozenModel, MemoryCandidate
+from affect_memory.kernel.parameters import ParameterModel
 
 __all__ = [
     "DEFAULT_RETRIEVAL_WEIGHTS",
@@ -225,8 +226,8 @@ def rank_candidates_reference(
     """The scalar reference ranking: one ``score_candidate`` per candidate, ages exact.
 
     Best of each id (first seen wins a tie), by score then id in code-point order, cut to
-    ``limit``. ``kernel.ranking.rank_candidates`` is the fast path every turn takes; it ages
-    from epoch seconds, so it agrees with this within 1e-12 (exactly for whole seconds).
+    ``limit``. ``affect_memory.kernel.ranking.rank_candidates`` is the fast path every turn takes;
+    it ages from epoch seconds, so it agrees with this within 1e-12 (exactly for whole seconds).
     """
     limit = check_limit(limit)
     require_zoned_now(now)

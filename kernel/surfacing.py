@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.models import AffectState, CognitionState
-from kernel.parameters import ParameterModel, Text
+from affect_memory.kernel.models import AffectState, CognitionState
+from affect_memory.kernel.parameters import ParameterModel, Text
 
 __all__ = [
     "DEFAULT_PRESENCE_LABELS",

@@ -1,8 +1,8 @@
 """affect-memory's plugin: Chroma memory, state stores, models, the intent gate and the doors.
 
-Everything a user imports is here (``from plugin import ChromaMemory, SQLiteStateStore``), and
-every name loads on first use (PEP 562): ``import plugin`` imports nothing heavy, so the CLI's
-``--help`` and the commands that load no model start at once, and ``PostgresStateStore`` (the
+Everything a user imports is here (``from affect_memory import ChromaMemory, SQLiteStateStore``),
+and every name loads on first use (PEP 562): ``import affect_memory`` imports nothing heavy, so the
+CLI's ``--help`` and the commands that load no model start at once, and ``PostgresStateStore`` (the
 ``postgres`` extra) and ``AffectMemoryRetriever`` (the ``langchain`` extra) need their extra only
 when used. The embedding model loads only when something embeds.
 """
@@ -10,8 +10,7 @@ when used. The embedding model loads only when something embeds.
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from kernel import __version__
-    from plugin.errors import (
+    from affect_memory.errors import (
         ChatConfigError,
         EmbeddingError,
         ExemplarError,
@@ -37,38 +36,39 @@ if _typing.TYPE_CHECKING:
         TimestampError,
         WrongSpaceError,
     )
-    from plugin.gate.classifier import (
+    from affect_memory.gate.classifier import (
         EmbeddingIntentGate,
         IntentPrediction,
     )
-    from plugin.gate.cues import (
+    from affect_memory.gate.cues import (
         DEFAULT_RETRIEVAL_RULE,
         RetrievalRule,
     )
-    from plugin.gate.evaluation import EvaluationReport
-    from plugin.gate.exemplars import (
+    from affect_memory.gate.evaluation import EvaluationReport
+    from affect_memory.gate.exemplars import (
         IntentExemplars,
         load_exemplars,
     )
-    from plugin.gate.params import (
+    from affect_memory.gate.params import (
         DEFAULT_GATE_PARAMS,
         GateParams,
     )
-    from plugin.integrations.langchain import AffectMemoryRetriever
-    from plugin.memory.adopt import AdoptedCollection, FieldMapping
-    from plugin.memory.collections import (
+    from affect_memory.integrations.langchain import AffectMemoryRetriever
+    from affect_memory.kernel import __version__
+    from affect_memory.memory.adopt import AdoptedCollection, FieldMapping
+    from affect_memory.memory.collections import (
         DEFAULT_HNSW,
         HnswParams,
     )
-    from plugin.memory.effects import (
+    from affect_memory.memory.effects import (
         DefaultMemoryWritePolicy,
         MemoryTurnEffects,
         MemoryWritePolicy,
         ReplayReport,
     )
-    from plugin.memory.migrate import MigrationReport, migrate_store
-    from plugin.memory.records import MemoryRecord
-    from plugin.memory.results import (
+    from affect_memory.memory.migrate import MigrationReport, migrate_store
+    from affect_memory.memory.records import MemoryRecord
+    from affect_memory.memory.results import (
         MemoryStats,
         RecallHit,
         RecallQuery,
@@ -77,8 +77,8 @@ if _typing.TYPE_CHECKING:
         TurnWriteReport,
         WriteReport,
     )
-    from plugin.memory.retriever import UserRetriever
-    from plugin.memory.settings import (
+    from affect_memory.memory.retriever import UserRetriever
+    from affect_memory.memory.settings import (
         DEFAULT_RECALL_SETTINGS,
         DENSE_RECALL,
         RECALL_WEIGHTS,
@@ -86,92 +86,92 @@ if _typing.TYPE_CHECKING:
         load_recall_settings,
         write_recall_settings,
     )
-    from plugin.memory.store import ChromaMemory
-    from plugin.models.embeddings import (
+    from affect_memory.memory.store import ChromaMemory
+    from affect_memory.models.embeddings import (
         Embedder,
         SentenceTransformerEmbedder,
         default_embedder,
     )
-    from plugin.models.onnx_embedder import OnnxEmbedder
-    from plugin.models.openai_adapter import OpenAICompatibleModel
-    from plugin.state.location import open_state_store
-    from plugin.state.postgres import PostgresStateStore
-    from plugin.state.sqlite import (
+    from affect_memory.models.onnx_embedder import OnnxEmbedder
+    from affect_memory.models.openai_adapter import OpenAICompatibleModel
+    from affect_memory.state.location import open_state_store
+    from affect_memory.state.postgres import PostgresStateStore
+    from affect_memory.state.sqlite import (
         QuarantinedOutboxItem,
         SQLiteStateStore,
     )
 
 _EXPORTS = {
-    "DEFAULT_GATE_PARAMS": "plugin.gate.params",
-    "DEFAULT_HNSW": "plugin.memory.collections",
-    "DEFAULT_RECALL_SETTINGS": "plugin.memory.settings",
-    "DEFAULT_RETRIEVAL_RULE": "plugin.gate.cues",
-    "DENSE_RECALL": "plugin.memory.settings",
-    "RECALL_WEIGHTS": "plugin.memory.settings",
-    "AdoptedCollection": "plugin.memory.adopt",
-    "AffectMemoryRetriever": "plugin.integrations.langchain",
-    "ChatConfigError": "plugin.errors",
-    "ChromaMemory": "plugin.memory.store",
-    "DefaultMemoryWritePolicy": "plugin.memory.effects",
-    "Embedder": "plugin.models.embeddings",
-    "EmbeddingError": "plugin.errors",
-    "EmbeddingIntentGate": "plugin.gate.classifier",
-    "EvaluationReport": "plugin.gate.evaluation",
-    "ExemplarError": "plugin.errors",
-    "FieldMapping": "plugin.memory.adopt",
-    "GateParams": "plugin.gate.params",
-    "GateUnavailableError": "plugin.errors",
-    "HnswParams": "plugin.memory.collections",
-    "IntentExemplars": "plugin.gate.exemplars",
-    "IntentPrediction": "plugin.gate.classifier",
-    "IsolationError": "plugin.errors",
-    "LegacyLayoutError": "plugin.errors",
-    "LockTimeoutError": "plugin.errors",
-    "MalformedGateReplyError": "plugin.errors",
-    "MalformedResponseError": "plugin.errors",
-    "MalformedStreamError": "plugin.errors",
-    "MemoryRecord": "plugin.memory.records",
-    "MemoryStats": "plugin.memory.results",
-    "MemoryTurnEffects": "plugin.memory.effects",
-    "MemoryWritePolicy": "plugin.memory.effects",
-    "MigrationError": "plugin.errors",
-    "MigrationReport": "plugin.memory.migrate",
-    "MissingExtraError": "plugin.errors",
-    "ModelAdapterError": "plugin.errors",
-    "ModelConnectionError": "plugin.errors",
-    "ModelHTTPError": "plugin.errors",
-    "ModelStreamError": "plugin.errors",
-    "ModelTimeoutError": "plugin.errors",
-    "OnnxEmbedder": "plugin.models.onnx_embedder",
-    "OpenAICompatibleModel": "plugin.models.openai_adapter",
-    "PostgresStateStore": "plugin.state.postgres",
-    "QuarantinedOutboxItem": "plugin.state.sqlite",
-    "QueryFileError": "plugin.errors",
-    "RecallHit": "plugin.memory.results",
-    "RecallQuery": "plugin.memory.results",
-    "RecallResult": "plugin.memory.results",
-    "RecallSettings": "plugin.memory.settings",
-    "RecordError": "plugin.errors",
-    "Relevance": "plugin.memory.results",
-    "ReplayReport": "plugin.memory.effects",
-    "RetrievalRule": "plugin.gate.cues",
-    "SQLiteStateStore": "plugin.state.sqlite",
-    "SentenceTransformerEmbedder": "plugin.models.embeddings",
-    "StoreError": "plugin.errors",
-    "StoreLockedError": "plugin.errors",
-    "StoreUnavailableError": "plugin.errors",
-    "TimestampError": "plugin.errors",
-    "TurnWriteReport": "plugin.memory.results",
-    "UserRetriever": "plugin.memory.retriever",
-    "WriteReport": "plugin.memory.results",
-    "WrongSpaceError": "plugin.errors",
-    "__version__": "kernel",
-    "default_embedder": "plugin.models.embeddings",
-    "load_exemplars": "plugin.gate.exemplars",
-    "load_recall_settings": "plugin.memory.settings",
-    "migrate_store": "plugin.memory.migrate",
-    "open_state_store": "plugin.state.location",
-    "write_recall_settings": "plugin.memory.settings",
+    "DEFAULT_GATE_PARAMS": "affect_memory.gate.params",
+    "DEFAULT_HNSW": "affect_memory.memory.collections",
+    "DEFAULT_RECALL_SETTINGS": "affect_memory.memory.settings",
+    "DEFAULT_RETRIEVAL_RULE": "affect_memory.gate.cues",
+    "DENSE_RECALL": "affect_memory.memory.settings",
+    "RECALL_WEIGHTS": "affect_memory.memory.settings",
+    "AdoptedCollection": "affect_memory.memory.adopt",
+    "AffectMemoryRetriever": "affect_memory.integrations.langchain",
+    "ChatConfigError": "affect_memory.errors",
+    "ChromaMemory": "affect_memory.memory.store",
+    "DefaultMemoryWritePolicy": "affect_memory.memory.effects",
+    "Embedder": "affect_memory.models.embeddings",
+    "EmbeddingError": "affect_memory.errors",
+    "EmbeddingIntentGate": "affect_memory.gate.classifier",
+    "EvaluationReport": "affect_memory.gate.evaluation",
+    "ExemplarError": "affect_memory.errors",
+    "FieldMapping": "affect_memory.memory.adopt",
+    "GateParams": "affect_memory.gate.params",
+    "GateUnavailableError": "affect_memory.errors",
+    "HnswParams": "affect_memory.memory.collections",
+    "IntentExemplars": "affect_memory.gate.exemplars",
+    "IntentPrediction": "affect_memory.gate.classifier",
+    "IsolationError": "affect_memory.errors",
+    "LegacyLayoutError": "affect_memory.errors",
+    "LockTimeoutError": "affect_memory.errors",
+    "MalformedGateReplyError": "affect_memory.errors",
+    "MalformedResponseError": "affect_memory.errors",
+    "MalformedStreamError": "affect_memory.errors",
+    "MemoryRecord": "affect_memory.memory.records",
+    "MemoryStats": "affect_memory.memory.results",
+    "MemoryTurnEffects": "affect_memory.memory.effects",
+    "MemoryWritePolicy": "affect_memory.memory.effects",
+    "MigrationError": "affect_memory.errors",
+    "MigrationReport": "affect_memory.memory.migrate",
+    "MissingExtraError": "affect_memory.errors",
+    "ModelAdapterError": "affect_memory.errors",
+    "ModelConnectionError": "affect_memory.errors",
+    "ModelHTTPError": "affect_memory.errors",
+    "ModelStreamError": "affect_memory.errors",
+    "ModelTimeoutError": "affect_memory.errors",
+    "OnnxEmbedder": "affect_memory.models.onnx_embedder",
+    "OpenAICompatibleModel": "affect_memory.models.openai_adapter",
+    "PostgresStateStore": "affect_memory.state.postgres",
+    "QuarantinedOutboxItem": "affect_memory.state.sqlite",
+    "QueryFileError": "affect_memory.errors",
+    "RecallHit": "affect_memory.memory.results",
+    "RecallQuery": "affect_memory.memory.results",
+    "RecallResult": "affect_memory.memory.results",
+    "RecallSettings": "affect_memory.memory.settings",
+    "RecordError": "affect_memory.errors",
+    "Relevance": "affect_memory.memory.results",
+    "ReplayReport": "affect_memory.memory.effects",
+    "RetrievalRule": "affect_memory.gate.cues",
+    "SQLiteStateStore": "affect_memory.state.sqlite",
+    "SentenceTransformerEmbedder": "affect_memory.models.embeddings",
+    "StoreError": "affect_memory.errors",
+    "StoreLockedError": "affect_memory.errors",
+    "StoreUnavailableError": "affect_memory.errors",
+    "TimestampError": "affect_memory.errors",
+    "TurnWriteReport": "affect_memory.memory.results",
+    "UserRetriever": "affect_memory.memory.retriever",
+    "WriteReport": "affect_memory.memory.results",
+    "WrongSpaceError": "affect_memory.errors",
+    "__version__": "affect_memory.kernel",
+    "default_embedder": "affect_memory.models.embeddings",
+    "load_exemplars": "affect_memory.gate.exemplars",
+    "load_recall_settings": "affect_memory.memory.settings",
+    "migrate_store": "affect_memory.memory.migrate",
+    "open_state_store": "affect_memory.state.location",
+    "write_recall_settings": "affect_memory.memory.settings",
 }
 """Every public name and the module that defines it, imported when first used."""
 
@@ -180,7 +180,7 @@ def __getattr__(name: str) -> object:
     """Import a public name's module on first access and keep the name in the namespace."""
     module_name = _EXPORTS.get(name)
     if module_name is None:
-        raise AttributeError(f"module 'plugin' has no attribute {name!r}")
+        raise AttributeError(f"module 'affect_memory' has no attribute {name!r}")
     import importlib
 
     value = getattr(importlib.import_module(module_name), name)

@@ -1,6 +1,6 @@
-"""``python -m plugin``: the ``affect-memory`` command line."""
+"""``python -m affect_memory``: the ``affect-memory`` command line."""
 
-from plugin.cli import main
+from affect_memory.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The plugin's errors: every one descends from ``kernel.errors.AffectMemoryError``.
+"""The plugin's errors: every one descends from ``affect_memory.kernel.errors.AffectMemoryError``.
 
 The CLI turns any of them into exit status 2 with one line on stderr. Only errors about a
 caller's own values are also ``ValueError``s (through ``InvalidInputError``); an unreachable
@@ -33,7 +33,7 @@ store, a timed-out lock or a failing model endpoint is not::
 
 from __future__ import annotations
 
-from kernel.errors import (
+from affect_memory.kernel.errors import (
     AffectMemoryError,
     EngineError,
     InvalidInputError,

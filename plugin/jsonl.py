@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import AffectMemoryError
-from plugin.errors import RecordError
+from affect_memory.errors import RecordError
+from affect_memory.kernel.errors import AffectMemoryError
 
 __all__ = ["loads_strict", "read_jsonl"]
 

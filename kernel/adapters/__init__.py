@@ -1,12 +1,13 @@
 """Reference adapters without I/O: an in-memory store, a scripted model, a static retriever.
 
-They are real implementations of the ``kernel.protocols`` seams, for tests and examples.
+They are real implementations of the ``affect_memory.kernel.protocols`` seams, for tests and
+examples.
 """
 
-from kernel.adapters.memory_store import InMemoryStateStore
-from kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
-from kernel.adapters.static_retriever import StaticRetriever
-from kernel.adapters.store_support import (
+from affect_memory.kernel.adapters.memory_store import InMemoryStateStore
+from affect_memory.kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
+from affect_memory.kernel.adapters.static_retriever import StaticRetriever
+from affect_memory.kernel.adapters.store_support import (
     HeldTransaction,
     PreparedCommit,
     check_outbox_ids,

@@ -8,17 +8,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernel.adapters.store_support import (
+from affect_memory.kernel.adapters.store_support import (
     HeldTransaction,
     check_outbox_ids,
     holding,
     prepare_commit,
 )
-from kernel.bounds import check_conversation_id, check_limit
-from kernel.clock import Clock, utc_now
-from kernel.errors import InvalidInputError
-from kernel.models import AffectState
-from kernel.protocols import Message, OutboxItem
+from affect_memory.kernel.bounds import check_conversation_id, check_limit
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message, OutboxItem
 
 __all__ = ["InMemoryStateStore"]
 

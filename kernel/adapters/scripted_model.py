@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from kernel.protocols import GateInput, GateResult, GenerateInput
+from affect_memory.kernel.protocols import GateInput, GateResult, GenerateInput
 
 __all__ = ["ScriptedModel", "ScriptedReply"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernel.models import MemoryCandidate
-from kernel.protocols import RetrievalInput
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import RetrievalInput
 
 __all__ = ["StaticRetriever"]
 

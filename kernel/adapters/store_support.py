@@ -1,6 +1,7 @@
 """What every state store shares: nested-hold detection, commit arguments, outbox ids.
 
-Conversation ids and limits are checked by ``kernel.bounds`` (the engine checks them too).
+Conversation ids and limits are checked by ``affect_memory.kernel.bounds`` (the engine checks them
+too).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from kernel.errors import InvalidInputError, StateStoreError, shown
-from kernel.models import AffectState
-from kernel.protocols import Message, OutboxItem
+from affect_memory.kernel.errors import InvalidInputError, StateStoreError, shown
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message, OutboxItem
 
 __all__ = [
     "HeldTransaction",

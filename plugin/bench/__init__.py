@@ -12,4 +12,4 @@ BENCHMARK_MODULES: tuple[str, ...] = (
     "startup",
     "users",
 )
-"""Sub-benchmark modules under ``plugin.bench``, in ``--help`` order."""
+"""Sub-benchmark modules under ``affect_memory.bench``, in ``--help`` order."""

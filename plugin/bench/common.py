@@ -1,7 +1,7 @@
 """Shared pieces of the Chroma benchmarks: stage summaries, a machine record, a corpus, embedders.
 
 The corpus is deterministic English templates, so runs and machines compare; the embedders
-implement ``plugin.models.embeddings.Embedder`` for real, so benchmarks go through
+implement ``affect_memory.models.embeddings.Embedder`` for real, so benchmarks go through
 ``ChromaMemory``'s own write and query paths rather than around them.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from plugin.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
+from affect_memory.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
 
 __all__ = [
     "BENCH_NOW",

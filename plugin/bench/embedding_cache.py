@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plugin.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
+from affect_memory.models.embeddings import DelegatingEmbedder, Embedder, check_embeddings
 
 __all__ = ["CachedEmbedder"]
 

@@ -24,9 +24,9 @@ from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any
 
-from kernel.engine import STAGES
-from kernel.errors import InvalidInputError
-from plugin.bench.common import add_json_option, load_average, print_report, summary_ms
+from affect_memory.bench.common import add_json_option, load_average, print_report, summary_ms
+from affect_memory.kernel.engine import STAGES
+from affect_memory.kernel.errors import InvalidInputError
 
 __all__ = ["OVERHEAD_TARGET_MS", "register", "run", "run_benchmark"]
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(turns, bool) or not isinstance(turns, int) or turns < 1:
         raise InvalidInputError(f"--turns must be a positive integer, got {turns!r}")
     if args.state is not None:
-        from plugin.state.location import parse_state_url
+        from affect_memory.state.location import parse_state_url
 
         if parse_state_url(args.state, source="--state").kind != "postgresql":
             raise InvalidInputError(
@@ -103,7 +103,7 @@ def run_benchmark(
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="affect-memory-")))
             targets = {count: str(tmp / f"bench-{count}.db") for count in process_counts}
         else:
-            from plugin.bench.servers import bench_schema
+            from affect_memory.bench.servers import bench_schema
 
             url = stack.enter_context(bench_schema(state, prefix="bench_engine"))
             targets = dict.fromkeys(process_counts, url)
@@ -137,7 +137,7 @@ def _run_processes(
 ) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from plugin.state.location import open_state_store
+    from affect_memory.state.location import open_state_store
 
     open_state_store(target).close()  # create the schema before the workers race for it
     context = multiprocessing.get_context("spawn")
@@ -233,11 +233,11 @@ async def _drive(
     done: Synchronized[int],
     results: Queue[dict[str, Any]],
 ) -> dict[str, Any]:
-    from kernel.adapters import ScriptedModel, StaticRetriever
-    from kernel.engine import AffectEngine
-    from kernel.models import MemoryCandidate
-    from kernel.protocols import GateInput, GateResult
-    from plugin.state.location import open_state_store
+    from affect_memory.kernel.adapters import ScriptedModel, StaticRetriever
+    from affect_memory.kernel.engine import AffectEngine
+    from affect_memory.kernel.models import MemoryCandidate
+    from affect_memory.kernel.protocols import GateInput, GateResult
+    from affect_memory.state.location import open_state_store
 
     now = datetime(2026, 3, 1, tzinfo=UTC)
     candidates = [
@@ -299,7 +299,7 @@ async def _drive(
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as two tables: per-stage times, then throughput per process count."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     runs = report["runs"]
     headers = ["stage"]

@@ -8,7 +8,7 @@ ranks, commits and applies its memory writes through the outbox. At random momen
 SIGKILLed — while it holds a conversation, or just after a commit while its writes are still
 being applied — and started again (a new process, which first finishes pending writes). Once
 every turn is in, one worker drains the outbox and the stores are checked
-(``plugin.bench.fleet_checks``). Reported: turns/s, p50/p95 turn overhead (turn minus
+(``affect_memory.bench.fleet_checks``). Reported: turns/s, p50/p95 turn overhead (turn minus
 generation) and each store's share of it, what each kill hit and how long its conversation
 waited, and every check.
 """
@@ -26,17 +26,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import InvalidInputError
-from plugin.bench.common import (
+from affect_memory.bench.common import (
     BENCH_NOW,
     add_json_option,
     load_average,
     print_report,
     sentences,
 )
-from plugin.bench.fleet_checks import Check, read_fleet, verify
-from plugin.bench.fleet_run import PARTS, FleetRun
-from plugin.bench.fleet_worker import WorkerConfig, make_embedder
+from affect_memory.bench.fleet_checks import Check, read_fleet, verify
+from affect_memory.bench.fleet_run import PARTS, FleetRun
+from affect_memory.bench.fleet_worker import WorkerConfig, make_embedder
+from affect_memory.kernel.errors import InvalidInputError
 
 __all__ = ["FleetOptions", "register", "run", "run_fleet"]
 
@@ -137,7 +137,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Run the fleet and print its report; exit 1 when a check failed."""
-    from plugin.state.location import STATE_ENV
+    from affect_memory.state.location import STATE_ENV
 
     base = QUICK if args.quick else FleetOptions()
     given = {
@@ -171,7 +171,7 @@ def run_fleet(
     """Run the fleet against the PostgreSQL server ``state_url`` names; the JSON-ready report."""
     from contextlib import ExitStack
 
-    from plugin.bench.servers import bench_schema, chroma_server
+    from affect_memory.bench.servers import bench_schema, chroma_server
 
     options.check()
     load_before = load_average()
@@ -248,8 +248,8 @@ def _index_url(stack: Any, state_url: str, source: str) -> str | None:
     """The index on the state server in a schema of its own, where ``ChromaMemory`` takes one."""
     import inspect
 
-    from plugin import ChromaMemory
-    from plugin.bench.servers import bench_schema
+    from affect_memory import ChromaMemory
+    from affect_memory.bench.servers import bench_schema
 
     if "index" not in inspect.signature(ChromaMemory).parameters:
         return None  # this version keeps recall counts in Chroma's metadata
@@ -263,7 +263,7 @@ def _seed(
     chroma_url: str, index_url: str | None, users: list[str], options: FleetOptions
 ) -> dict[str, set[str]]:
     """Each user's memories, ids ``USER-mNNN``, stored once by the parent."""
-    from plugin import ChromaMemory
+    from affect_memory import ChromaMemory
 
     rng = random.Random(options.seed)
     texts = sentences(len(users) * options.memories_per_user, seed=options.seed)
@@ -302,8 +302,8 @@ def _check(
     """Read what the stores hold and check it; also every committed user message."""
     import psycopg
 
-    from plugin import ChromaMemory, MemoryTurnEffects, open_state_store
-    from plugin.state.location import parse_state_url
+    from affect_memory import ChromaMemory, MemoryTurnEffects, open_state_store
+    from affect_memory.state.location import parse_state_url
 
     location = parse_state_url(store_url)
     schema = str(location.options["schema"])
@@ -349,7 +349,7 @@ def _check(
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as tables: throughput and overhead, each store's share, kills, checks."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     options = report["options"]
     head = (

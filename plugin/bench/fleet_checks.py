@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from plugin.bench.fleet_worker import intent_of, reply_for
+from affect_memory.bench.fleet_worker import intent_of, reply_for
 
 __all__ = ["Check", "FleetData", "read_fleet", "verify"]
 
@@ -130,7 +130,7 @@ def _replay(data: FleetData, conversations: Mapping[str, str]) -> Check:
 
 
 async def _serial_replay(conversation: str, user: str, transcript: list[Any]) -> Any:
-    from kernel import AffectEngine, GateResult, InMemoryStateStore, ScriptedModel
+    from affect_memory.kernel import AffectEngine, GateResult, InMemoryStateStore, ScriptedModel
 
     if not transcript:
         return None

@@ -20,17 +20,17 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plugin.bench.common import sentences, summary_ms
-from plugin.bench.fleet_checks import Check
-from plugin.bench.fleet_worker import WorkerConfig, message_for, run_worker
+from affect_memory.bench.common import sentences, summary_ms
+from affect_memory.bench.fleet_checks import Check
+from affect_memory.bench.fleet_worker import WorkerConfig, message_for, run_worker
 
 if TYPE_CHECKING:
-    from plugin.bench.fleet import FleetOptions
+    from affect_memory.bench.fleet import FleetOptions
 
 __all__ = ["PARTS", "FleetRun"]
 
 PARTS = ("state", "chroma_read", "chroma_write", "index", "embedding", "engine")
-"""Who a turn's overhead is split between (``plugin.bench.fleet_worker``)."""
+"""Who a turn's overhead is split between (``affect_memory.bench.fleet_worker``)."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
 
-from plugin.bench.common import BENCH_NOW, TimedEmbedder
+from affect_memory.bench.common import BENCH_NOW, TimedEmbedder
 
 __all__ = [
     "INTENTS",
@@ -96,9 +96,12 @@ class _TimedEffects:
 
 def make_embedder() -> Any:
     """The default embedder (the same model, and name, in every process of a run)."""
-    import plugin
+    import affect_memory
 
-    factory = getattr(plugin, "default_embedder", None) or plugin.SentenceTransformerEmbedder
+    factory = (
+        getattr(affect_memory, "default_embedder", None)
+        or affect_memory.SentenceTransformerEmbedder
+    )
     return factory()
 
 
@@ -130,7 +133,8 @@ def run_worker(config: WorkerConfig, slot: int, conn: Connection) -> None:
 
 
 async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
-    from kernel import (
+    from affect_memory import ChromaMemory, MemoryTurnEffects, open_state_store
+    from affect_memory.kernel import (
         AffectEngine,
         GateInput,
         GateResult,
@@ -138,7 +142,6 @@ async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
         ScriptedModel,
         ScriptedReply,
     )
-    from plugin import ChromaMemory, MemoryTurnEffects, open_state_store
 
     embedder = TimedEmbedder(make_embedder())
     observed: defaultdict[str, float] = defaultdict(float)

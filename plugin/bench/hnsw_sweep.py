@@ -4,7 +4,7 @@ Builds a synthetic corpus of templated first-person memories, embeds it with the
 all-MiniLM-L6-v2, writes it into fresh embedded collections (one per HNSW setting) and compares
 each filtered top-k with exact cosine search over the same user's rows.
 
-    .venv/bin/python -m plugin.bench.hnsw_sweep --memories 20000 --users 10 --queries 300
+    .venv/bin/python -m affect_memory.bench.hnsw_sweep --memories 20000 --users 10 --queries 300
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def main() -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from plugin.models.embeddings import default_embedder
+    from affect_memory.models.embeddings import default_embedder
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=20000)

@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import InvalidInputError
-from plugin.bench.common import (
+from affect_memory.bench.common import (
     TableEmbedder,
     add_json_option,
     load_average,
@@ -37,8 +36,9 @@ from plugin.bench.common import (
     sentences,
     summary_ms,
 )
-from plugin.cli.formatting import format_table
-from plugin.memory.store import ChromaMemory
+from affect_memory.cli.formatting import format_table
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.store import ChromaMemory
 
 __all__ = ["measure", "register"]
 
@@ -109,7 +109,7 @@ def _corpus(size: int, data: Path | None) -> tuple[list[str], list[str]]:
     if data is None:
         texts = sentences(size + QUERIES, seed=1)
         return texts[:size], texts[size:]
-    from plugin.bench.locomo_data import load_locomo
+    from affect_memory.bench.locomo_data import load_locomo
 
     conversations = load_locomo(data)
     turns = [str(record["text"]) for c in conversations for record in c.records]

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import InvalidInputError
-from plugin.bench.common import (
+from affect_memory.bench.common import (
     TimedEmbedder,
     add_json_option,
     load_average,
@@ -28,11 +27,12 @@ from plugin.bench.common import (
     sentences,
     summary_ms,
 )
-from plugin.cli.formatting import format_table
-from plugin.memory.batches import validate_records
-from plugin.memory.collections import DEFAULT_HNSW
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
+from affect_memory.cli.formatting import format_table
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.batches import validate_records
+from affect_memory.memory.collections import DEFAULT_HNSW
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = ["IngestPlan", "measure", "register"]
 

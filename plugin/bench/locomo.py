@@ -2,7 +2,7 @@
 
 Every conversation is ingested into a real Chroma store through ``ChromaMemory.add`` (its
 lexical index filled by the same writes), and each question is asked of the six systems of
-``plugin.bench.rankers``, paired on the same embeddings (every text is embedded once, and the
+``affect_memory.bench.rankers``, paired on the same embeddings (every text is embedded once, and the
 vectors are cached on disk); plain BM25 is the baseline the issue's goal is judged against.
 
 It prints MRR@10, R@1/5/10 and hit@5 per system, overall and per category, MRR@10 by the age
@@ -20,22 +20,22 @@ from typing import Any
 
 from tqdm import tqdm
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import SECONDS_PER_DAY
-from plugin.bench.common import add_json_option, load_average, machine, print_report
-from plugin.bench.embedding_cache import CachedEmbedder
-from plugin.bench.locomo_data import LocomoConversation, load_locomo
-from plugin.bench.locomo_metrics import (
+from affect_memory.bench.common import add_json_option, load_average, machine, print_report
+from affect_memory.bench.embedding_cache import CachedEmbedder
+from affect_memory.bench.locomo_data import LocomoConversation, load_locomo
+from affect_memory.bench.locomo_metrics import (
     QuestionScore,
     format_locomo_report,
     question_score,
     summarize,
 )
-from plugin.bench.rankers import STANDARD_SYSTEMS, Ranker
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
-from plugin.memory.store import ChromaMemory
-from plugin.models.cache import cache_dir
-from plugin.models.embeddings import default_embedder
+from affect_memory.bench.rankers import STANDARD_SYSTEMS, Ranker
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import SECONDS_PER_DAY
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.cache import cache_dir
+from affect_memory.models.embeddings import default_embedder
 
 __all__ = ["DEFAULT_DATA", "measure_locomo", "register"]
 

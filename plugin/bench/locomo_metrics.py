@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plugin.bench.locomo_data import CATEGORIES
+from affect_memory.bench.locomo_data import CATEGORIES
 
 __all__ = [
     "AGE_BUCKETS",
@@ -100,7 +100,7 @@ def summarize(scores: Sequence[QuestionScore]) -> dict[str, Any]:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     return format_table(headers, rows)
 

@@ -1,8 +1,8 @@
 """``affect-memory bench longmemeval``: retrieval quality on LongMemEval through the public API.
 
-Each question's haystack is ingested as one user (``plugin.bench.longmemeval_data``) into a
+Each question's haystack is ingested as one user (``affect_memory.bench.longmemeval_data``) into a
 real Chroma store through ``ChromaMemory.add``, and the question is asked of the six systems
-of ``plugin.bench.rankers``, paired on the same embeddings (cached on disk by text). Per
+of ``affect_memory.bench.rankers``, paired on the same embeddings (cached on disk by text). Per
 question, at turn level: MRR@10 of the first evidence turn, R@5 and R@10 (the share of
 evidence turns in the top k); at session level: whether an answer session is among the
 sessions of the top 5 and top 10 turns. Figures are means, overall and per question type.
@@ -20,14 +20,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from kernel.errors import InvalidInputError
-from plugin.bench.common import add_json_option, load_average, machine, print_report
-from plugin.bench.embedding_cache import CachedEmbedder
-from plugin.bench.longmemeval_data import DEFAULT_DATA, load_longmemeval
-from plugin.bench.rankers import STANDARD_SYSTEMS, Ranker
-from plugin.memory.store import ChromaMemory
-from plugin.models.cache import cache_dir
-from plugin.models.embeddings import default_embedder
+from affect_memory.bench.common import add_json_option, load_average, machine, print_report
+from affect_memory.bench.embedding_cache import CachedEmbedder
+from affect_memory.bench.longmemeval_data import DEFAULT_DATA, load_longmemeval
+from affect_memory.bench.rankers import STANDARD_SYSTEMS, Ranker
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.cache import cache_dir
+from affect_memory.models.embeddings import default_embedder
 
 __all__ = [
     "METRICS",
@@ -144,7 +144,7 @@ def measure_longmemeval(
 
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as readable tables: systems overall, then MRR@10 / R@10 per question type."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
     systems: Mapping[str, Any] = report["systems"]
     lines = [
         f"LongMemEval: {report['questions']} questions ({report['memories']} memories), "

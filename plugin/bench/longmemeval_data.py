@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import InvalidInputError, shown
-from kernel.models import MAX_TEXT_CHARS
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.models import MAX_TEXT_CHARS
 
 __all__ = [
     "DEFAULT_DATA",

@@ -5,7 +5,7 @@ memory ids, best first, one list per question, through the product's public API,
 system is paired on the same store and the same embeddings:
 
 * ``cosine``: Chroma's nearest memories (``ChromaMemory.candidates``), plain vector search;
-* ``BM25 (plain)``: the protocol's BM25 baseline, unstemmed (``plugin.bench.plain_bm25``);
+* ``BM25 (plain)``: the protocol's BM25 baseline, unstemmed (``affect_memory.bench.plain_bm25``);
 * ``BM25 (index)``: the memory index's own lexical search alone (it folds and stems);
 * ``RRF (BM25 + cosine)``: reciprocal-rank fusion of the two plain retrievers
   (``1 / (60 + rank)`` summed over each one's best 64);
@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from plugin.bench.plain_bm25 import PlainBm25
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, DENSE_RECALL, RecallSettings
-from plugin.memory.store import ChromaMemory
+from affect_memory.bench.plain_bm25 import PlainBm25
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, DENSE_RECALL, RecallSettings
+from affect_memory.memory.store import ChromaMemory
 
 __all__ = [
     "CUTOFF",

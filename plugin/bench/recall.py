@@ -1,7 +1,7 @@
 """``affect-memory bench recall``: per-query time of recall by stage, and HNSW recall@k.
 
 Each query goes through ``ChromaMemory``'s own query path and mapper (``query_rows``) and its
-ranking (``plugin.memory.recall.explanation.rank_rows``), on the per-user collections it
+ranking (``affect_memory.memory.recall.explanation.rank_rows``), on the per-user collections it
 created with its HNSW settings (the "user" rows). The memory's observer reports each Chroma
 query's time, so the mapper's share is the query path's time minus Chroma's; the embed stage
 runs the real model on one sentence per query. The "shared" rows are the old layout's recall on
@@ -17,8 +17,8 @@ collection without a filter, and ``filter_only_ms`` times its ``where user_id`` 
 recall@k compares Chroma's k ids with an exact numpy cosine search over the same vectors and
 the same user's rows (or all rows, unfiltered).
 
-Corpora and exact search are ``plugin.bench.recall_corpus``'s, targets and the text report
-``plugin.bench.recall_report``'s. What is left here (about 600 lines) is one measurement: the
+Corpora and exact search are ``affect_memory.bench.recall_corpus``'s, targets and the text report
+``affect_memory.bench.recall_report``'s. What is left here (about 600 lines) is one measurement: the
 per-user, shared, over-fetch and partition layouts are timed query by query in one loop each,
 over the same built collections, and read best side by side.
 """
@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import InvalidInputError
-from plugin.bench.common import (
+from affect_memory.bench.common import (
     BENCH_NOW,
     TableEmbedder,
     add_json_option,
@@ -46,7 +45,7 @@ from plugin.bench.common import (
     print_report,
     summary_ms,
 )
-from plugin.bench.recall_corpus import (
+from affect_memory.bench.recall_corpus import (
     WARMUP_QUERIES,
     Corpus,
     Exact,
@@ -56,21 +55,22 @@ from plugin.bench.recall_corpus import (
     real_corpus,
     recall_fraction,
 )
-from plugin.bench.recall_hybrid import measure_hybrid
-from plugin.bench.recall_report import (
+from affect_memory.bench.recall_hybrid import measure_hybrid
+from affect_memory.bench.recall_report import (
     CONVERSION_SHARE_TARGET,
     P95_TARGET_MS,
     RECALL_TARGET,
     format_report,
     targets,
 )
-from plugin.memory.collections import DEFAULT_HNSW, HnswParams
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.recall.explanation import rank_rows
-from plugin.memory.results import MAX_TOP_K
-from plugin.memory.rows import rows_of
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.collections import DEFAULT_HNSW, HnswParams
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.recall.explanation import rank_rows
+from affect_memory.memory.results import MAX_TOP_K
+from affect_memory.memory.rows import rows_of
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = [
     "RecallPlan",
@@ -320,7 +320,7 @@ def _shared(memory: ChromaMemory, corpus: Corpus, plan: RecallPlan) -> Iterator[
     per-user store pays."""
     from chromadb.errors import NotFoundError
 
-    from plugin.memory.records import MemoryRecord
+    from affect_memory.memory.records import MemoryRecord
 
     own = Path(memory.location)
     client, lock = open_client(parse_location(str(own.with_name(f"{own.name}-shared"))))

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from plugin.bench.common import memory_records, sentences
-from plugin.memory.collections import HnswParams
-from plugin.models.embeddings import Embedder, check_embeddings
+from affect_memory.bench.common import memory_records, sentences
+from affect_memory.memory.collections import HnswParams
+from affect_memory.models.embeddings import Embedder, check_embeddings
 
 __all__ = [
     "DIMENSION",

@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from plugin.bench.common import BENCH_NOW, TableEmbedder, summary_ms
-from plugin.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
-from plugin.memory.recall.explanation import rank_rows
-from plugin.memory.recall.life_topics import topic_phrases
-from plugin.memory.recall.plan import default_analyser
-from plugin.memory.settings import DENSE_RECALL
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder, check_embeddings
+from affect_memory.bench.common import BENCH_NOW, TableEmbedder, summary_ms
+from affect_memory.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
+from affect_memory.memory.recall.explanation import rank_rows
+from affect_memory.memory.recall.life_topics import topic_phrases
+from affect_memory.memory.recall.plan import default_analyser
+from affect_memory.memory.settings import DENSE_RECALL
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder, check_embeddings
 
 __all__ = ["HYBRID_RATIO_TARGET", "format_hybrid", "measure_hybrid"]
 
@@ -137,7 +137,7 @@ def measure_hybrid(
 
 def format_hybrid(row: dict[str, Any]) -> str:
     """The side-by-side as a short table and the target's verdict."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     stages = row["hybrid_stages_ms"]
     table = format_table(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plugin.bench.recall_hybrid import format_hybrid
-from plugin.cli.formatting import format_table
+from affect_memory.bench.recall_hybrid import format_hybrid
+from affect_memory.cli.formatting import format_table
 
 __all__ = [
     "CONVERSION_SHARE_TARGET",

@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kernel.batch import rank_batch, score_batch
-from kernel.models import MemoryCandidate
-from kernel.retrieval import rank_candidates_reference
-from plugin.bench.common import add_json_option, load_average, print_report
-from plugin.cli.formatting import format_table
+from affect_memory.bench.common import add_json_option, load_average, print_report
+from affect_memory.cli.formatting import format_table
+from affect_memory.kernel.batch import rank_batch, score_batch
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.retrieval import rank_candidates_reference
 
 __all__ = ["ScoringPlan", "measure", "register"]
 

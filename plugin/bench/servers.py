@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import InvalidInputError, shown
-from plugin.errors import StoreUnavailableError
-from plugin.state.location import StateLocation, parse_state_url
+from affect_memory.errors import StoreUnavailableError
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.state.location import StateLocation, parse_state_url
 
 __all__ = [
     "ChromaServer",
@@ -139,7 +139,7 @@ def bench_schema(
     store_url = url if named else with_schema(base, schema)
     existed = _schema_exists(location, schema)
     try:
-        from plugin.state.location import open_state_store
+        from affect_memory.state.location import open_state_store
 
         if store:
             open_state_store(store_url, source=source).close()  # migrate, or refuse a version

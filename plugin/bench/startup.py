@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import AffectMemoryError, InvalidInputError
-from plugin.bench.common import add_json_option, load_average, machine, print_report
+from affect_memory.bench.common import add_json_option, load_average, machine, print_report
+from affect_memory.kernel.errors import AffectMemoryError, InvalidInputError
 
 __all__ = ["TARGETS", "TARGET_RATIO", "register", "run", "run_benchmark"]
 
@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cli() -> list[str]:
-    """The ``affect-memory`` console script beside this interpreter, or ``python -m plugin``."""
+    """The ``affect-memory`` console script beside this interpreter, or
+    ``python -m affect_memory``."""
     script = Path(sys.executable).with_name("affect-memory")
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "plugin"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "affect_memory"]
 
 
 def _environment(cache: Path) -> dict[str, str]:
@@ -311,7 +312,7 @@ def _report(
 
 def format_report(report: dict[str, Any]) -> str:
     """The cases as a table, then the targets."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     head = (
         f"start-up, median of {report['repeats']} round(s) (load "

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from plugin.bench.common import (
+from affect_memory.bench.common import (
     BENCH_NOW,
     TableEmbedder,
     add_json_option,
@@ -124,7 +124,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Measure, then print a table (or JSON with ``--json``)."""
-    from kernel.errors import InvalidInputError
+    from affect_memory.kernel.errors import InvalidInputError
 
     layouts = args.layouts or (
         (Layout(12, 50),) if args.quick else (Layout(10, 10_000), Layout(1_000, 100))
@@ -153,7 +153,7 @@ def _user(index: int) -> str:
 
 def _build(store: Path, layout: Layout, seed: int, progress: bool) -> float | None:
     """Build the layout's store (or reuse a whole one); seconds taken, None when reused."""
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.memory.store import ChromaMemory
 
     total = layout.users * layout.per_user
     texts = [f"memory {i} of {_user(i // layout.per_user)}" for i in range(total)]
@@ -186,8 +186,8 @@ def _build(store: Path, layout: Layout, seed: int, progress: bool) -> float | No
 
 def _probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[str, Any]:
     """Open the store, query every user twice (shuffled), report times and peak RSS."""
-    from plugin.memory.recall.explanation import rank_rows
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.memory.recall.explanation import rank_rows
+    from affect_memory.memory.store import ChromaMemory
 
     embedder = TableEmbedder(["q"], _unit_vectors(1, seed + 1), name=EMBEDDER_NAME)
     opened = time.perf_counter_ns()
@@ -229,7 +229,7 @@ def _probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[
 def _run_probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[str, Any]:
     """``_probe`` in a new Python process (a restart), its JSON result."""
     command = [
-        sys.executable, "-m", "plugin.bench.users", "--probe", location, layout.tag,
+        sys.executable, "-m", "affect_memory.bench.users", "--probe", location, layout.tag,
         str(cache or 0), str(seed),
     ]  # fmt: skip
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
@@ -243,7 +243,7 @@ def _run_probe(location: str, layout: Layout, cache: int | None, seed: int) -> d
 @contextmanager
 def _server(store: Path, cache: int) -> Iterator[tuple[str, int]]:
     """``chroma run`` on the store with an index cache of ``cache`` indexes in one LRU."""
-    from plugin.bench.servers import chroma_command, free_port
+    from affect_memory.bench.servers import chroma_command, free_port
 
     port = free_port()
     config = store.parent / f"{store.name}-chroma.yaml"
@@ -330,7 +330,7 @@ def measure(
 
 def format_report(report: dict[str, Any]) -> str:
     """One table: layout, mode, cache, first and later query, peak memory."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     def cell(summary: dict[str, float] | None) -> str:
         return "-" if summary is None else f"{summary['median']:.1f} / {summary['p95']:.1f}"
@@ -350,7 +350,7 @@ def _main(argv: list[str]) -> int:
     """The measuring process: ``--probe LOCATION LAYOUT CACHE SEED``."""
     if len(argv) != 5 or argv[0] != "--probe":
         print(
-            "usage: python -m plugin.bench.users --probe LOCATION USERSxPER CACHE SEED",
+            "usage: python -m affect_memory.bench.users --probe LOCATION USERSxPER CACHE SEED",
             file=sys.stderr,
         )
         return 2

@@ -1,8 +1,8 @@
 """The ``affect-memory`` command line: the dispatcher, one module per command, the demo.
 
-``main`` is the console entry point (``affect-memory = "plugin.cli:main"``).
+``main`` is the console entry point (``affect-memory = "affect_memory.cli:main"``).
 """
 
-from plugin.cli.main import main
+from affect_memory.cli.main import main
 
 __all__ = ["main"]

@@ -1,6 +1,7 @@
-"""``python -m plugin.cli``: the ``affect-memory`` command line, as ``python -m plugin`` is."""
+"""``python -m affect_memory.cli``: the ``affect-memory`` command line, as
+``python -m affect_memory`` is."""
 
-from plugin.cli.main import main
+from affect_memory.cli.main import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

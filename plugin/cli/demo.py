@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from kernel import (
+from affect_memory.cli.formatting import format_table
+from affect_memory.errors import StoreError
+from affect_memory.kernel import (
     AffectEngine,
     GateInput,
     GateResult,
@@ -26,12 +28,10 @@ from kernel import (
     TurnResult,
     mood_octant,
 )
-from kernel.adapters import ScriptedModel
-from kernel.models import MemoryCandidate
-from kernel.protocols import MemoryRetriever, RetrievalInput
-from plugin.cli.formatting import format_table
-from plugin.errors import StoreError
-from plugin.memory.batches import read_records
+from affect_memory.kernel.adapters import ScriptedModel
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import MemoryRetriever, RetrievalInput
+from affect_memory.memory.batches import read_records
 
 __all__ = [
     "DEMO_CONVERSATION",
@@ -41,8 +41,9 @@ __all__ = [
     "run_demo",
 ]
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-SAMPLE_MEMORIES = FIXTURES / "sample_memories.jsonl"
+SAMPLE_MEMORIES = Path(__file__).with_name("sample_memories.jsonl")
+"""The demo's 40 memories (``fixtures/sample_memories.md`` describes them), shipped in the
+package."""
 DEMO_NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 """The sample memories' reference date: the demo's conversation happens then."""
 DEMO_USER = "alice"
@@ -154,11 +155,11 @@ def run_demo(
     before anything is created or removed. A state store of its own (``state_url``) gets a
     fresh conversation id, as a Chroma server gets a fresh collection.
     """
-    from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.memory.effects import MemoryTurnEffects
-    from plugin.memory.store import ChromaMemory
-    from plugin.models.embeddings import default_embedder
-    from plugin.state.location import open_state_store, parse_state_url, state_store_label
+    from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.memory.effects import MemoryTurnEffects
+    from affect_memory.memory.store import ChromaMemory
+    from affect_memory.models.embeddings import default_embedder
+    from affect_memory.state.location import open_state_store, parse_state_url, state_store_label
 
     records = read_records(memories_file)
     if state_url is not None:

@@ -1,4 +1,4 @@
-"""The ``affect-memory`` command line: a thin dispatcher over ``plugin.cli.commands``.
+"""The ``affect-memory`` command line: a thin dispatcher over ``affect_memory.cli.commands``.
 
 Nothing heavy is imported here or by registering the commands: each command imports what it
 needs when it runs, so ``--help``, ``--version`` and the commands that need no model start
@@ -34,7 +34,7 @@ COMMAND_MODULES = (
     "conformance",
     "bench",
 )
-"""Sub-command modules under ``plugin.cli.commands``, in ``--help`` order."""
+"""Sub-command modules under ``affect_memory.cli.commands``, in ``--help`` order."""
 
 
 class _VersionAction(argparse.Action):
@@ -45,7 +45,7 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, argparse.SUPPRESS, **options)
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from plugin import __version__
+        from affect_memory import __version__
 
         print(f"{parser.prog} {__version__}")
         parser.exit()
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print the version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"plugin.cli.commands.{name}").register(commands)
+        importlib.import_module(f"affect_memory.cli.commands.{name}").register(commands)
     return parser
 
 
@@ -104,8 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = _parse(parser, argv)
-    from kernel.errors import AffectMemoryError
-    from plugin.cli.formatting import error_line
+    from affect_memory.cli.formatting import error_line
+    from affect_memory.kernel.errors import AffectMemoryError
 
     try:
         code: int = args.handler(args)

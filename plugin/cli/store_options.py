@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from plugin.data_dir import DATA_DIR_ENV, default_data_dir
+from affect_memory.data_dir import DATA_DIR_ENV, default_data_dir
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -22,8 +22,8 @@ __all__ = [
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir``, ``--chroma``, ``--collection``, ``--timeout`` and ``--index``."""
-    from plugin.memory.layout import DEFAULT_COLLECTION
-    from plugin.memory.location import DEFAULT_TIMEOUT
+    from affect_memory.memory.layout import DEFAULT_COLLECTION
+    from affect_memory.memory.location import DEFAULT_TIMEOUT
 
     parser.add_argument(
         "--data-dir",
@@ -77,7 +77,7 @@ def add_state_argument(parser: argparse.ArgumentParser) -> None:
 
 def open_state(args: argparse.Namespace) -> Any:
     """The state store ``--state``, ``$AFFECT_MEMORY_STATE`` or ``DATA_DIR/state.db`` names."""
-    from plugin.state.location import open_state_store
+    from affect_memory.state.location import open_state_store
 
     if args.state is not None:
         return open_state_store(args.state, source="--state")
@@ -86,7 +86,7 @@ def open_state(args: argparse.Namespace) -> Any:
 
 def index_setting(args: argparse.Namespace) -> str | None:
     """``--index``, else ``$AFFECT_MEMORY_INDEX``, else None (the store's default index)."""
-    from plugin.memory.index.opening import INDEX_ENV
+    from affect_memory.memory.index.opening import INDEX_ENV
 
     chosen = getattr(args, "index", None)
     return chosen if chosen is not None else os.environ.get(INDEX_ENV) or None
@@ -94,9 +94,9 @@ def index_setting(args: argparse.Namespace) -> str | None:
 
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
-    from plugin.errors import StoreError
-    from plugin.memory.location import parse_location
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.errors import StoreError
+    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.store import ChromaMemory
 
     if args.chroma is not None:
         if parse_location(args.chroma).kind != "http":
@@ -111,7 +111,7 @@ def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     index = index_setting(args)
     if index is not None:  # a malformed setting is one line naming where it came from
-        from plugin.memory.index.opening import resolve_index
+        from affect_memory.memory.index.opening import resolve_index
 
         source = "--index" if getattr(args, "index", None) is not None else "$AFFECT_MEMORY_INDEX"
         try:

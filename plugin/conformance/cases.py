@@ -18,31 +18,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernel.affect import (
-    apply_length_factor,
-    decoding_params,
-    is_ambivalent,
-    length_factor,
-    mood_octant,
-)
-from kernel.appraisal import (
-    appraise_input,
-    appraise_turn,
-    baseline_weight,
-    decay_mood,
-    decay_occ_carry,
-    expectation_emotions,
-    mood_inertia,
-    stage_int,
-    state_emotions,
-)
-from kernel.bounds import check_int
-from kernel.errors import AffectMemoryError, FixtureError
-from kernel.models import CognitionState, EmotionMap, Mood
-from kernel.retrieval import candidate_score, mood_congruence_factor, recency_weight
-from kernel.surfacing import build_presence_vector, clean_text, presence_line
-from plugin.conformance import values
-from plugin.conformance.schema import (
+from affect_memory.conformance import values
+from affect_memory.conformance.schema import (
     COGNITION_IN,
     EMOTIONS,
     GOALS,
@@ -64,7 +41,30 @@ from plugin.conformance.schema import (
     show,
     string,
 )
-from plugin.conformance.values import flat_state, pad_dict, parse_now, turn_dict, unit
+from affect_memory.conformance.values import flat_state, pad_dict, parse_now, turn_dict, unit
+from affect_memory.kernel.affect import (
+    apply_length_factor,
+    decoding_params,
+    is_ambivalent,
+    length_factor,
+    mood_octant,
+)
+from affect_memory.kernel.appraisal import (
+    appraise_input,
+    appraise_turn,
+    baseline_weight,
+    decay_mood,
+    decay_occ_carry,
+    expectation_emotions,
+    mood_inertia,
+    stage_int,
+    state_emotions,
+)
+from affect_memory.kernel.bounds import check_int
+from affect_memory.kernel.errors import AffectMemoryError, FixtureError
+from affect_memory.kernel.models import CognitionState, EmotionMap, Mood
+from affect_memory.kernel.retrieval import candidate_score, mood_congruence_factor, recency_weight
+from affect_memory.kernel.surfacing import build_presence_vector, clean_text, presence_line
 
 __all__ = [
     "CASE",

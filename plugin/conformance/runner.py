@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.clock import Clock, utc_now
-from kernel.errors import FixtureError
-from plugin.conformance.cases import FUNCTIONS, Case, parse_kernel_cases
-from plugin.conformance.report import CaseFailure, CategoryReport, ConformanceReport
-from plugin.conformance.schema import show
-from plugin.conformance.traces import parse_trace_cases
-from plugin.jsonl import loads_strict
+from affect_memory.conformance.cases import FUNCTIONS, Case, parse_kernel_cases
+from affect_memory.conformance.report import CaseFailure, CategoryReport, ConformanceReport
+from affect_memory.conformance.schema import show
+from affect_memory.conformance.traces import parse_trace_cases
+from affect_memory.jsonl import loads_strict
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.errors import FixtureError
 
 __all__ = [
     "FLOAT_TOLERANCE",

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kernel.errors import FixtureError
+from affect_memory.kernel.errors import FixtureError
 
 __all__ = [
     "COGNITION_IN",

@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel.appraisal import appraise_turn
-from kernel.errors import FixtureError
-from kernel.models import AffectState, AttachmentState, RelationshipState
-from plugin.conformance import values
-from plugin.conformance.cases import Case, Thunk, check_meta_count, prepared
-from plugin.conformance.schema import (
+from affect_memory.conformance import values
+from affect_memory.conformance.cases import Case, Thunk, check_meta_count, prepared
+from affect_memory.conformance.schema import (
     EMOTIONS,
     GOALS,
     OCEAN,
@@ -27,6 +24,9 @@ from plugin.conformance.schema import (
     object_of,
     string,
 )
+from affect_memory.kernel.appraisal import appraise_turn
+from affect_memory.kernel.errors import FixtureError
+from affect_memory.kernel.models import AffectState, AttachmentState, RelationshipState
 
 __all__ = ["TRACE", "parse_trace_cases"]
 

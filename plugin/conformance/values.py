@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kernel.appraisal import DEFAULT_STAGE_LADDER
-from kernel.bounds import check_number
-from kernel.errors import FixtureError
-from kernel.models import (
+from affect_memory.conformance.schema import GOALS, PAD
+from affect_memory.kernel.appraisal import DEFAULT_STAGE_LADDER
+from affect_memory.kernel.bounds import check_number
+from affect_memory.kernel.errors import FixtureError
+from affect_memory.kernel.models import (
     AffectState,
     AttachmentState,
     EmotionMap,
@@ -18,7 +19,6 @@ from kernel.models import (
     Personality,
     RelationshipState,
 )
-from plugin.conformance.schema import GOALS, PAD
 
 __all__ = [
     "flat_state",

@@ -1,19 +1,19 @@
 """Offline ranking experiments: synthetic benchmarks, scorers, metrics and weight fitting.
 
 The notebooks in ``notebooks/`` call these; nothing here is needed at serving time. The
-plotting helpers live in ``plugin.experiments.plots`` and are not imported here, so using
+plotting helpers live in ``affect_memory.experiments.plots`` and are not imported here, so using
 the rest does not import matplotlib.
 """
 
-from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.fitting import (
+from affect_memory.experiments.data import LabelledQuery, QueryBatch
+from affect_memory.experiments.fitting import (
     DEFAULT_SEARCH,
     FitResult,
     FitStep,
     fit_weights,
     split_queries,
 )
-from plugin.experiments.metrics import (
+from affect_memory.experiments.metrics import (
     RankingMetrics,
     evaluate,
     evaluate_scorers,
@@ -21,9 +21,9 @@ from plugin.experiments.metrics import (
     ranks,
     recall_at_k,
 )
-from plugin.experiments.pools import LabelledPools, PoolQuery, label_pools, labelled_pool
-from plugin.experiments.report import metrics_table
-from plugin.experiments.scorers import (
+from affect_memory.experiments.pools import LabelledPools, PoolQuery, label_pools, labelled_pool
+from affect_memory.experiments.report import metrics_table
+from affect_memory.experiments.scorers import (
     additive_scores,
     kernel_breakdown,
     kernel_scorer,
@@ -32,8 +32,13 @@ from plugin.experiments.scorers import (
     similarity_scores,
     standard_scorers,
 )
-from plugin.experiments.settings_fitting import SettingsFit, SettingsStep, fit_settings, split_users
-from plugin.experiments.synthetic import (
+from affect_memory.experiments.settings_fitting import (
+    SettingsFit,
+    SettingsStep,
+    fit_settings,
+    split_users,
+)
+from affect_memory.experiments.synthetic import (
     REGIME_NAMES,
     REGIMES,
     SyntheticConfig,

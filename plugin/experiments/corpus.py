@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from plugin.experiments.data import LabelledQuery
-from plugin.memory.records import MemoryRecord
+from affect_memory.experiments.data import LabelledQuery
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.memory.records import MemoryRecord
 
 if TYPE_CHECKING:
-    from plugin.memory.results import RecallHit
+    from affect_memory.memory.results import RecallHit
 
 __all__ = [
     "CORPUS_NOW",

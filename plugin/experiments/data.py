@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from kernel.errors import InvalidInputError
+from affect_memory.kernel.errors import InvalidInputError
 
 __all__ = ["LabelledQuery", "QueryBatch"]
 

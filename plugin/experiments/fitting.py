@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.metrics import mean_reciprocal_rank, ranks
-from plugin.experiments.pools import LabelledPools
-from plugin.experiments.scorers import kernel_scores
-from plugin.memory.settings import RecallSettings, write_recall_settings
+from affect_memory.experiments.data import LabelledQuery, QueryBatch
+from affect_memory.experiments.metrics import mean_reciprocal_rank, ranks
+from affect_memory.experiments.pools import LabelledPools
+from affect_memory.experiments.scorers import kernel_scores
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from affect_memory.memory.settings import RecallSettings, write_recall_settings
 
 __all__ = [
     "DEFAULT_SEARCH",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from kernel.errors import InvalidInputError
-from plugin.experiments.data import QueryBatch
+from affect_memory.experiments.data import QueryBatch
+from affect_memory.kernel.errors import InvalidInputError
 
 __all__ = [
     "RankingMetrics",

@@ -1,7 +1,7 @@
 """Execute the experiment notebooks headless and write rendered copies; used by CI and make.
 
-``python -m plugin.experiments.notebooks notebooks/*.ipynb --out notebooks/rendered`` runs each
-notebook in a fresh ``python3`` kernel (the interpreter running this module, so the venv's),
+``python -m affect_memory.experiments.notebooks notebooks/*.ipynb --out notebooks/rendered`` runs
+each notebook in a fresh ``python3`` kernel (the interpreter running this module, so the venv's),
 fails on the first cell error, and saves the executed copy with its outputs and figures.
 """
 

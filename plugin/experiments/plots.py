@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from matplotlib.figure import Figure
 
-from plugin.experiments.metrics import RankingMetrics
+from affect_memory.experiments.metrics import RankingMetrics
 
 __all__ = [
     "category_lines",

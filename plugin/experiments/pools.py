@@ -17,10 +17,10 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from plugin.experiments.data import LabelledQuery
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
+from affect_memory.experiments.data import LabelledQuery
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 
 __all__ = ["LabelledPools", "PoolQuery", "PoolSource", "label_pools", "labelled_pool"]
 

@@ -16,10 +16,10 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from kernel.batch import score_batch
-from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.experiments.data import QueryBatch
+from affect_memory.experiments.data import QueryBatch
+from affect_memory.kernel.batch import score_batch
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 
 __all__ = [
     "HALF_LIFE_DAYS",

@@ -22,12 +22,12 @@ from typing import Protocol
 import numpy as np
 from pydantic import ValidationError
 
-from kernel.errors import InvalidInputError
-from kernel.parameters import first_message
-from plugin.experiments.fitting import held_out_users
-from plugin.experiments.pools import PoolQuery
-from plugin.memory.results import RecallResult
-from plugin.memory.settings import RecallSettings, write_recall_settings
+from affect_memory.experiments.fitting import held_out_users
+from affect_memory.experiments.pools import PoolQuery
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.parameters import first_message
+from affect_memory.memory.results import RecallResult
+from affect_memory.memory.settings import RecallSettings, write_recall_settings
 
 __all__ = ["SettingsFit", "SettingsStep", "fit_settings", "split_users"]
 

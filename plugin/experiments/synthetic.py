@@ -27,9 +27,9 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import RetrievalWeights
-from plugin.experiments.data import QueryBatch
+from affect_memory.experiments.data import QueryBatch
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import RetrievalWeights
 
 __all__ = [
     "DEFAULT_SYNTHETIC_CONFIG",
@@ -171,7 +171,7 @@ def generate_from_weights(
     Gumbel noise, i.e. a softmax choice, so a weight-fitter should recover ``weights``.
     """
     # Imported here: scorers imports this module's types, and generating labels needs a scorer.
-    from plugin.experiments.scorers import kernel_scores
+    from affect_memory.experiments.scorers import kernel_scores
 
     _check_size(n_queries)
     if not temperature > 0:

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernel.errors import InvalidInputError, shown
-from kernel.protocols import GateInput, GateResult
-from plugin.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
-from plugin.gate.exemplars import IntentExemplars, load_exemplars
-from plugin.gate.params import DEFAULT_GATE_PARAMS, GateParams
+from affect_memory.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
+from affect_memory.gate.exemplars import IntentExemplars, load_exemplars
+from affect_memory.gate.params import DEFAULT_GATE_PARAMS, GateParams
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.protocols import GateInput, GateResult
 
 if TYPE_CHECKING:
-    from plugin.models.embeddings import Embedder
+    from affect_memory.models.embeddings import Embedder
 
 __all__ = ["EmbeddingIntentGate", "IntentPrediction"]
 
@@ -168,14 +168,14 @@ class EmbeddingIntentGate:
 
     def _get_embedder(self) -> Embedder:
         if self._embedder is None:
-            from plugin.models.embeddings import default_embedder
+            from affect_memory.models.embeddings import default_embedder
 
             self._embedder = default_embedder()
         return self._embedder
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        from plugin.errors import EmbeddingError
-        from plugin.models.embeddings import check_embeddings
+        from affect_memory.errors import EmbeddingError
+        from affect_memory.models.embeddings import check_embeddings
 
         embedder = self._get_embedder()
         with _EMBED_LOCK:
@@ -198,7 +198,7 @@ class EmbeddingIntentGate:
             return cached
         cache_key = getattr(embedder, "cache_key", None)
         if isinstance(cache_key, str):  # the embedder names its vectors exactly: use the disk
-            from plugin.gate.vector_cache import cached_vectors
+            from affect_memory.gate.vector_cache import cached_vectors
 
             vectors = cached_vectors(cache_key, texts, self._embed)
         else:
@@ -215,7 +215,7 @@ class EmbeddingIntentGate:
         return vectors
 
     def _get_index(self) -> _Index:
-        from plugin.models.embeddings import group_centroids
+        from affect_memory.models.embeddings import group_centroids
 
         with self._lock:
             if self._index is None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import InvalidInputError, shown
-from plugin.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = ["EvaluationReport", "evaluate"]
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kernel.appraisal import BUILTIN_INTENTS, CUSTOM_INTENT_PATTERN
-from kernel.errors import shown
-from plugin.errors import ExemplarError
+from affect_memory.errors import ExemplarError
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS, CUSTOM_INTENT_PATTERN
+from affect_memory.kernel.errors import shown
 
 __all__ = [
     "DEFAULT_EXEMPLARS_PATH",
@@ -26,10 +26,8 @@ __all__ = [
     "load_exemplars",
 ]
 
-DEFAULT_EXEMPLARS_PATH = (
-    Path(__file__).resolve().parents[2] / "fixtures" / "intent_exemplars.json"
-)
-"""The English preset of labelled exemplars."""
+DEFAULT_EXEMPLARS_PATH = Path(__file__).with_name("intent_exemplars.json")
+"""The English preset of labelled exemplars, shipped in the package."""
 
 MAX_EXEMPLAR_CHARS = 1000
 """Longest exemplar accepted; the model reads about 256 word pieces anyway."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = ["DEFAULT_GATE_PARAMS", "GateParams"]
 

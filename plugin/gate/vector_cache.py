@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plugin.models.cache import cache_dir, write_atomically
+from affect_memory.models.cache import cache_dir, write_atomically
 
 __all__ = ["cached_vectors", "vectors_path"]
 

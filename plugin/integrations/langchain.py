@@ -15,14 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError, field_validator
 
-from kernel.bounds import check_int, check_number
-from kernel.errors import InvalidInputError, shown
-from plugin.errors import MissingExtraError, TimestampError
-from plugin.memory.problems import explain_error, problems_message
-from plugin.memory.records import check_identifier
-from plugin.memory.results import DEFAULT_CANDIDATES, MAX_CANDIDATES, MAX_TOP_K
-from plugin.memory.store import ChromaMemory
-from plugin.memory.timestamps import normalize_timestamp
+from affect_memory.errors import MissingExtraError, TimestampError
+from affect_memory.kernel.bounds import check_int, check_number
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.memory.problems import explain_error, problems_message
+from affect_memory.memory.records import check_identifier
+from affect_memory.memory.results import DEFAULT_CANDIDATES, MAX_CANDIDATES, MAX_TOP_K
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.timestamps import normalize_timestamp
 
 try:
     from langchain_core.callbacks import (
@@ -33,7 +33,7 @@ try:
     from langchain_core.retrievers import BaseRetriever
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError(
-        "plugin.integrations.langchain needs the 'langchain' extra: "
+        "affect_memory.integrations.langchain needs the 'langchain' extra: "
         "pip install -c constraints.txt 'affect-memory[langchain]'"
     ) from error
 

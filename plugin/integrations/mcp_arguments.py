@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernel.bounds import MAX_CONVERSATION_ID_CHARS, check_conversation_id
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.bounds import MAX_CONVERSATION_ID_CHARS, check_conversation_id
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = [
     "check_arguments",

@@ -12,8 +12,8 @@ import json
 import secrets
 from typing import Any
 
-from kernel.errors import shown
-from plugin.integrations.mcp_arguments import lone_surrogate
+from affect_memory.integrations.mcp_arguments import lone_surrogate
+from affect_memory.kernel.errors import shown
 
 __all__ = ["REFUSAL_KEY", "screen_line"]
 

@@ -4,13 +4,13 @@ One ``ChromaMemory``, one state store (``ServerConfig.state_url``: SQLite or Pos
 ``EmbeddingIntentGate`` are opened when the server starts (its lifespan) and shared by every
 call, so the embedder loads once. stdout is the protocol: the SDK points fd 1 at stderr while
 serving, and every log line goes to stderr.
-What the tools do is ``plugin.integrations.mcp_tools``'s.
+What the tools do is ``affect_memory.integrations.mcp_tools``'s.
 
 Every bad argument comes back as a tool error with one line naming the tool, the field and
 the value; nothing is written by a call that fails. Arguments are checked strictly
-(``plugin.integrations.mcp_arguments``) before the SDK's lenient validation sees them, and the
-stdin reader screens each request first (``plugin.integrations.mcp_screen``) for the two faults
-that never reach the SDK's parser intact: a repeated JSON key and a lone surrogate.
+(``affect_memory.integrations.mcp_arguments``) before the SDK's lenient validation sees them, and
+the stdin reader screens each request first (``affect_memory.integrations.mcp_screen``) for the two
+faults that never reach the SDK's parser intact: a repeated JSON key and a lone surrogate.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
-from kernel.errors import AffectMemoryError
-from plugin.errors import MissingExtraError
-from plugin.integrations.mcp_arguments import check_arguments, explain_validation, one_prefix
-from plugin.integrations.mcp_screen import REFUSAL_KEY, screen_line
-from plugin.integrations.mcp_tools import MAX_TOP_K, MemoryTools, ServerConfig, open_tools
+from affect_memory.errors import MissingExtraError
+from affect_memory.integrations.mcp_arguments import check_arguments, explain_validation, one_prefix
+from affect_memory.integrations.mcp_screen import REFUSAL_KEY, screen_line
+from affect_memory.integrations.mcp_tools import MAX_TOP_K, MemoryTools, ServerConfig, open_tools
+from affect_memory.kernel.errors import AffectMemoryError
 
 try:
     import anyio

@@ -19,23 +19,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.affect import apply_length_factor, decoding_params, length_factor, mood_octant
-from kernel.bounds import check_number
-from kernel.clock import Clock, utc_now
-from kernel.engine import DEFAULT_APPRAISAL_POLICY, AffectEngine
-from kernel.errors import InvalidInputError, shown
-from kernel.protocols import AppraisalPolicy, GateInput, GateResult, GenerateInput, StateStore
-from plugin.errors import RecordError
-from plugin.integrations.mcp_arguments import (
+from affect_memory.errors import RecordError
+from affect_memory.integrations.mcp_arguments import (
     conversation_argument,
     number_argument,
     text_argument,
 )
-from plugin.memory.batches import parse_record
-from plugin.memory.layout import DEFAULT_COLLECTION
-from plugin.memory.records import DEFAULT_SIGNIFICANCE
-from plugin.memory.store import ChromaMemory
-from plugin.memory.timestamps import normalize_timestamp
+from affect_memory.kernel.affect import (
+    apply_length_factor,
+    decoding_params,
+    length_factor,
+    mood_octant,
+)
+from affect_memory.kernel.bounds import check_number
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.engine import DEFAULT_APPRAISAL_POLICY, AffectEngine
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.protocols import (
+    AppraisalPolicy,
+    GateInput,
+    GateResult,
+    GenerateInput,
+    StateStore,
+)
+from affect_memory.memory.batches import parse_record
+from affect_memory.memory.layout import DEFAULT_COLLECTION
+from affect_memory.memory.records import DEFAULT_SIGNIFICANCE
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.timestamps import normalize_timestamp
 
 __all__ = [
     "BASE_TOKENS",
@@ -291,9 +302,9 @@ class MemoryTools:
 @asynccontextmanager
 async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIterator[MemoryTools]:
     """Open the memory, the state store and the gate on one embedder, loaded before serving."""
-    from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.models.embeddings import default_embedder
-    from plugin.state.location import open_state_store
+    from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.models.embeddings import default_embedder
+    from affect_memory.state.location import open_state_store
 
     model = embedder if embedder is not None else default_embedder()
     location: str | Path = config.chroma_url or config.data_dir / "chroma"

@@ -34,20 +34,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from kernel.errors import InvalidInputError, shown
-from kernel.models import MemoryCandidate
-from kernel.protocols import RetrievalInput
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.errors import StoreError, TimestampError, WrongSpaceError
-from plugin.memory.collections import HnswParams, UserCollections
-from plugin.memory.layout import DEFAULT_COLLECTION
-from plugin.memory.location import DEFAULT_TIMEOUT, parse_location
-from plugin.memory.recall.explanation import rank_rows
-from plugin.memory.results import RecallResult, check_query, check_top_k, check_user
-from plugin.memory.rows import StoredRows, rows_from_query
-from plugin.memory.timestamps import normalize_timestamp
-from plugin.memory.worker import StoreWorker
-from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
+from affect_memory.errors import StoreError, TimestampError, WrongSpaceError
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import RetrievalInput
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from affect_memory.memory.collections import HnswParams, UserCollections
+from affect_memory.memory.layout import DEFAULT_COLLECTION
+from affect_memory.memory.location import DEFAULT_TIMEOUT, parse_location
+from affect_memory.memory.recall.explanation import rank_rows
+from affect_memory.memory.results import RecallResult, check_query, check_top_k, check_user
+from affect_memory.memory.rows import StoredRows, rows_from_query
+from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.worker import StoreWorker
+from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = [
     "ADOPTION_DEFAULTS",

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from kernel.errors import shown
-from plugin.errors import RecordError, TimestampError
-from plugin.jsonl import read_jsonl
-from plugin.memory.problems import explain_error, problems_message
-from plugin.memory.records import MemoryRecord
+from affect_memory.errors import RecordError, TimestampError
+from affect_memory.jsonl import read_jsonl
+from affect_memory.kernel.errors import shown
+from affect_memory.memory.problems import explain_error, problems_message
+from affect_memory.memory.records import MemoryRecord
 
 __all__ = ["parse_record", "read_records", "record_problems", "validate_records"]
 

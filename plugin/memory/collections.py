@@ -1,7 +1,7 @@
 """The users' Chroma collections of one store: opened, created, checked and cached, one per user.
 
 A user's collection is created cosine with ``DEFAULT_HNSW`` and ``sync_threshold`` 1, and
-recorded as theirs (``plugin.memory.layout``); one recording another user, another space or
+recorded as theirs (``affect_memory.memory.layout``); one recording another user, another space or
 another embedder is refused, and a store still in the old single-collection layout is refused
 on open.
 
@@ -26,17 +26,17 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from kernel.bounds import PositiveInt
-from kernel.errors import AffectMemoryError, shown
-from kernel.models import FrozenModel
-from plugin.errors import (
+from affect_memory.errors import (
     IsolationError,
     LegacyLayoutError,
     StoreError,
     StoreUnavailableError,
     WrongSpaceError,
 )
-from plugin.memory.layout import (
+from affect_memory.kernel.bounds import PositiveInt
+from affect_memory.kernel.errors import AffectMemoryError, shown
+from affect_memory.kernel.models import FrozenModel
+from affect_memory.memory.layout import (
     DEFAULT_COLLECTION,
     LAYOUT_KEY,
     PREFIX_KEY,
@@ -46,7 +46,7 @@ from plugin.memory.layout import (
     is_user_collection,
     user_collection_name,
 )
-from plugin.memory.location import StoreLocation, index_cache_size, open_client
+from affect_memory.memory.location import StoreLocation, index_cache_size, open_client
 
 __all__ = [
     "DEFAULT_HNSW",
@@ -70,8 +70,9 @@ class HnswParams(FrozenModel):
 
 DEFAULT_HNSW = HnswParams()
 """Measured for recall@64 >= 0.98 with a per-user filter at 20,000 memories: 1.0000 on real
-embeddings and on random unit vectors (README "Scale out"; ``python -m plugin.bench.hnsw_sweep``
-sweeps the settings, ``affect-memory bench recall --real 20000`` re-measures this one)."""
+embeddings and on random unit vectors (README "Scale out";
+``python -m affect_memory.bench.hnsw_sweep`` sweeps the settings,
+``affect-memory bench recall --real 20000`` re-measures this one)."""
 
 
 SYNC_THRESHOLD = 1
@@ -102,7 +103,7 @@ def migrate_command(location: StoreLocation, prefix: str) -> str:
         return f"`affect-memory migrate --data-dir {location.path.parent}{named}`"
     if location.kind == "memory":  # no command reaches another process's in-memory store
         return (
-            f"`plugin.migrate_store(':memory:', collection={prefix!r})` (the Python form of "
+            f"`affect_memory.migrate_store(':memory:', collection={prefix!r})` (the Python form of "
             "`affect-memory migrate`)"
         )
     return f"`affect-memory migrate --store {location.describe()}{named}`"

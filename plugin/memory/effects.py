@@ -18,13 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kernel.bounds import check_limit
-from kernel.errors import InvalidInputError
-from kernel.models import MAX_TEXT_CHARS
-from kernel.protocols import OutboxItem, StateStore, TurnRecord
-from plugin.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
-from plugin.memory.records import MemoryRecord
-from plugin.memory.store import ChromaMemory
+from affect_memory.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
+from affect_memory.kernel.bounds import check_limit
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MAX_TEXT_CHARS
+from affect_memory.kernel.protocols import OutboxItem, StateStore, TurnRecord
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.store import ChromaMemory
 
 __all__ = [
     "MEMORY_TOPIC",
@@ -83,8 +83,8 @@ class DefaultMemoryWritePolicy:
     Questions are not stored: a stored question is as close to the next time it is asked as
     anything can be, so it would outrank the fact that answers it at every door (recall, MCP,
     LangChain, the engine). The message keeps the sentences the gate's question cues
-    (``plugin.gate.cues.RetrievalRule.is_question``) do not flag, and a message that only asks
-    stores nothing; ``store_questions=True`` stores every message whole, as before.
+    (``affect_memory.gate.cues.RetrievalRule.is_question``) do not flag, and a message that only
+    asks stores nothing; ``store_questions=True`` stores every message whole, as before.
     Valence is the turn's appraised valence; significance is its strongest active emotion.
     Silent turns are not remembered: the agent chose not to engage with them.
     """

@@ -24,8 +24,8 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from kernel.errors import shown
-from plugin.errors import IsolationError, StoreError
+from affect_memory.errors import IsolationError, StoreError
+from affect_memory.kernel.errors import shown
 
 __all__ = [
     "DEFAULT_COLLECTION",

@@ -2,7 +2,7 @@
 
 An embedded path (``PersistentClient``) serves one process at a time: chromadb 1.5.9 silently
 loses vectors when two processes write one path, so opening takes an exclusive OS lock
-(``plugin.memory.locks``) and a second process is refused with a pointer to server mode.
+(``affect_memory.memory.locks``) and a second process is refused with a pointer to server mode.
 Several ``ChromaMemory`` objects in one process may share a path (Chroma shares one system
 per path inside a process).
 
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from plugin.errors import StoreError, StoreUnavailableError
-from plugin.memory.locks import PathLock
+from affect_memory.errors import StoreError, StoreUnavailableError
+from affect_memory.memory.locks import PathLock
 
 __all__ = [
     "DEFAULT_TIMEOUT",

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
-from plugin.errors import StoreLockedError, StoreUnavailableError
+from affect_memory.errors import StoreLockedError, StoreUnavailableError
 
 __all__ = ["LOCK_FILE", "PathLock"]
 

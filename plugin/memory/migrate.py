@@ -37,18 +37,23 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import shown
-from plugin.errors import MigrationError, StoreError, StoreUnavailableError
-from plugin.memory.collections import (
+from affect_memory.errors import MigrationError, StoreError, StoreUnavailableError
+from affect_memory.kernel.errors import shown
+from affect_memory.memory.collections import (
     DEFAULT_HNSW,
     HnswParams,
     UserCollections,
     configured_hnsw,
     recorded_embedder,
 )
-from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, is_user_collection
-from plugin.memory.location import DEFAULT_TIMEOUT, StoreLocation, check_timeout, parse_location
-from plugin.memory.results import check_user
+from affect_memory.memory.layout import DEFAULT_COLLECTION, check_prefix, is_user_collection
+from affect_memory.memory.location import (
+    DEFAULT_TIMEOUT,
+    StoreLocation,
+    check_timeout,
+    parse_location,
+)
+from affect_memory.memory.results import check_user
 
 __all__ = [
     "MIGRATED_KEY",

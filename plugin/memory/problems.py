@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kernel.errors import shown
-from plugin.errors import TimestampError
+from affect_memory.errors import TimestampError
+from affect_memory.kernel.errors import shown
 
 __all__ = ["MAX_PROBLEMS_SHOWN", "MEMORY_FIELDS", "explain_error", "problems_message"]
 

@@ -1,8 +1,8 @@
 """The validated memory record the plugin writes, its field checks and its Chroma metadata.
 
 A record is checked whole when it is built: every timestamp is normalized to canonical UTC
-ISO (see ``plugin.memory.timestamps``) and custom metadata is limited to scalars under ``extra``,
-where no key may shadow a field the plugin relies on (``user_id`` above all). Everything
+ISO (see ``affect_memory.memory.timestamps``) and custom metadata is limited to scalars under
+``extra``, where no key may shadow a field the plugin relies on (``user_id`` above all). Everything
 Chroma would refuse later is refused here first, so a batch is accepted or refused whole:
 lone surrogates anywhere (Chroma cannot encode them as UTF-8), NUL in ids, metadata keys
 starting with ``$`` or ``#`` (Chroma's operators and ``#document``/``#embedding``), and numbers
@@ -17,10 +17,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints, field_validator
 
-from kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
-from kernel.errors import shown
-from kernel.models import MAX_TEXT_CHARS, FrozenModel
-from plugin.memory.timestamps import normalize_timestamp
+from affect_memory.kernel.bounds import NonNegativeInt, SignedUnit, UnitInterval
+from affect_memory.kernel.errors import shown
+from affect_memory.kernel.models import MAX_TEXT_CHARS, FrozenModel
+from affect_memory.memory.timestamps import normalize_timestamp
 
 __all__ = [
     "DEFAULT_SIGNIFICANCE",

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, ValidationError
 
-from kernel.bounds import SignedUnit, check_int
-from kernel.errors import InvalidInputError, shown
-from kernel.models import MAX_TEXT_CHARS, FrozenModel
-from plugin.memory.problems import explain_error, problems_message
-from plugin.memory.records import check_identifier, check_text
+from affect_memory.kernel.bounds import SignedUnit, check_int
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.models import MAX_TEXT_CHARS, FrozenModel
+from affect_memory.memory.problems import explain_error, problems_message
+from affect_memory.memory.records import check_identifier, check_text
 
 if TYPE_CHECKING:  # the plan's module reads the index, which reads these results
-    from plugin.memory.recall.plan import PlanKind, QueryPlan
+    from affect_memory.memory.recall.plan import PlanKind, QueryPlan
 
 __all__ = [
     "DEFAULT_CANDIDATES",
@@ -208,11 +208,11 @@ class Relevance:
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
     topic: float | None = None
     """A current-state question's topic agreement of the memory with the query, in [0, 1]
-    (``plugin.memory.recall.life_topics``), added at ``weights["topic"]``."""
+    (``affect_memory.memory.recall.life_topics``), added at ``weights["topic"]``."""
     closest: float | None = None
     """A current-state question's cosine of the memory with the query's closest memory
-    (``plugin.memory.recall.feedback``), blended into the cosine at ``weights["closest"]``; for the
-    closest memory itself, and one without an embedding, its cosine with the query (so the
+    (``affect_memory.memory.recall.feedback``), blended into the cosine at ``weights["closest"]``;
+    for the closest memory itself, and one without an embedding, its cosine with the query (so the
     blend leaves it as it is); None when no pool member had an embedding."""
     share: float | None = None
     """A current-state question's share of the query the memory matches: BM25 over the
@@ -222,8 +222,9 @@ class Relevance:
     to ``weights["cue_words"]`` words, that many over its words beyond (the topic term and
     the change gain count at this share)."""
     change: str | None = None
-    """The change a current-state question's memory reports (``plugin.memory.recall.change_cues``),
-    which multiplies its relevance by ``1 + weights["change_gain"]``; None: it reports none."""
+    """The change a current-state question's memory reports
+    (``affect_memory.memory.recall.change_cues``), which multiplies its relevance by
+    ``1 + weights["change_gain"]``; None: it reports none."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """The weights of the parts: ``lexical`` and ``dense`` for a fused relevance;
     ``cosine``, ``words_matched``, ``closest``, ``topic``, ``change_gain`` and ``cue_words``
@@ -283,7 +284,8 @@ class RecallHit:
     last_recalled_at: str | None = None
     """When a committed turn last surfaced this memory (UTC ISO), or None."""
     plan: PlanKind | None = None
-    """The kind of the query's plan (``plugin.memory.recall.plan``); None for the dense recall."""
+    """The kind of the query's plan (``affect_memory.memory.recall.plan``); None for the dense
+    recall."""
 
     def to_json(self) -> dict[str, Any]:
         """The hit as a JSON object, in the documented key order."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kernel.models import MemoryCandidate
-from kernel.protocols import RetrievalInput
-from kernel.retrieval import RetrievalWeights, ScoredCandidate
-from plugin.memory.results import check_user
-from plugin.memory.settings import RecallSettings, resolve_settings
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import RetrievalInput
+from affect_memory.kernel.retrieval import RetrievalWeights, ScoredCandidate
+from affect_memory.memory.results import check_user
+from affect_memory.memory.settings import RecallSettings, resolve_settings
 
 if TYPE_CHECKING:
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.memory.store import ChromaMemory
 
 __all__ = ["UserRetriever"]
 

@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from kernel.batch import DISTANCE_TOLERANCE, CandidateColumns
-from kernel.errors import shown
-from kernel.models import MAX_TEXT_CHARS, MemoryCandidate
-from plugin.errors import IsolationError, StoreError
-from plugin.memory.problems import explain_error
-from plugin.memory.records import MAX_RECALL_COUNT, MemoryRecord
-from plugin.memory.timestamps import MAX_EPOCH
+from affect_memory.errors import IsolationError, StoreError
+from affect_memory.kernel.batch import DISTANCE_TOLERANCE, CandidateColumns
+from affect_memory.kernel.errors import shown
+from affect_memory.kernel.models import MAX_TEXT_CHARS, MemoryCandidate
+from affect_memory.memory.problems import explain_error
+from affect_memory.memory.records import MAX_RECALL_COUNT, MemoryRecord
+from affect_memory.memory.timestamps import MAX_EPOCH
 
 __all__ = [
     "RecallMark",

@@ -2,7 +2,7 @@
 
 chromadb 1.5.9 rewrites a collection's HNSW metadata file (``index_metadata.pickle``, beside
 the vector files in ``<store>/<segment id>/``) whenever it syncs the index, which
-``sync_threshold`` 1 makes every write (``plugin.memory.collections``), and not atomically: a
+``sync_threshold`` 1 makes every write (``affect_memory.memory.collections``), and not atomically: a
 process killed while it writes the file leaves it truncated, and from then on every call on
 that collection fails, ``count`` included ("Error deserializing pickle file"). The rows
 themselves survive in Chroma's SQLite file, and the memory index holds each row's embedding.
@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plugin.memory.collections import UserCollections
-from plugin.memory.index.memory_index import MemoryIndex
-from plugin.memory.index.rehearsal import read_rehearsal
-from plugin.memory.index.sync import index_held
-from plugin.memory.recall.pool import index_vector
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.index.memory_index import MemoryIndex
+from affect_memory.memory.index.rehearsal import read_rehearsal
+from affect_memory.memory.index.sync import index_held
+from affect_memory.memory.recall.pool import index_vector
+from affect_memory.models.embeddings import Embedder
 
 __all__ = [
     "METADATA_FILE",

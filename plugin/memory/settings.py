@@ -22,11 +22,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ValidationError
 
-from kernel.bounds import NonNegativeFloat, UnitInterval, check_int
-from kernel.errors import InvalidInputError, shown
-from kernel.parameters import ParameterModel, first_message
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, PositiveFloat, RetrievalWeights
-from plugin.jsonl import loads_strict
+from affect_memory.jsonl import loads_strict
+from affect_memory.kernel.bounds import NonNegativeFloat, UnitInterval, check_int
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.parameters import ParameterModel, first_message
+from affect_memory.kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    PositiveFloat,
+    RetrievalWeights,
+)
 
 __all__ = [
     "DEFAULT_RECALL_SETTINGS",
@@ -75,7 +79,7 @@ class RecallSettings(ParameterModel):
     lexical_candidates: Annotated[int, _pool_size(0)] = 64
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""
     bm25_k1: NonNegativeFloat = 1.2
-    """BM25's term-frequency saturation (``plugin.memory.index.bm25``)."""
+    """BM25's term-frequency saturation (``affect_memory.memory.index.bm25``)."""
     bm25_b: UnitInterval = 0.75
     """BM25's length normalisation."""
     lexical_weight: UnitInterval = 0.6
@@ -88,7 +92,7 @@ class RecallSettings(ParameterModel):
     on them (``fixtures/stale_current`` in eight phrasings, LongMemEval's dev subset)."""
     topic_weight: NonNegativeFloat = 0.3
     """A current-state question adds this times a memory's topic agreement with the query
-    (``plugin.memory.recall.life_topics``), before the change gain: chosen on six
+    (``affect_memory.memory.recall.life_topics``), before the change gain: chosen on six
     stale-versus-current sets, checked on three written after under a rule declared before
     scoring (README)."""
     topic_temperature: PositiveFloat = 0.05
@@ -96,15 +100,16 @@ class RecallSettings(ParameterModel):
     weigh e times apart, so a text leans on its one or two nearest domains."""
     change_gain: NonNegativeFloat = 0.2
     """A current-state question's relevance of a memory that reports a change is ``1 +
-    change_gain`` times what it is otherwise, at most 1 (``plugin.memory.recall.change_cues``):
-    chosen on five blind stale-versus-current sets and checked on a sixth (README)."""
+    change_gain`` times what it is otherwise, at most 1
+    (``affect_memory.memory.recall.change_cues``): chosen on five blind stale-versus-current sets
+    and checked on a sixth (README)."""
     state_cue_words: PositiveFloat = 50.0
     """A current-state question's topic term and change gain count fully for a memory of up
     to this many words and at this many over its words for a longer one: a change word or a
     topic in a long chat turn speaks for little of it (LongMemEval's dev subset)."""
     feedback_weight: UnitInterval = 0.15
     """A current-state question blends each memory's cosine with its cosine with the query's
-    closest memory at this weight (``plugin.memory.recall.feedback``): chosen among a few
+    closest memory at this weight (``affect_memory.memory.recall.feedback``): chosen among a few
     weights and variants on 25 sets of ``fixtures/stale_current`` and kept on four written
     after, under a rule declared before they were scored (README)."""
     anchor_members: Annotated[int, _pool_size(1)] = 3

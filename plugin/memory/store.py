@@ -1,15 +1,15 @@
 """``ChromaMemory``: an agent's long-term memory in Chroma, one collection per user.
 
-Every user's memories live in a collection of their own (``plugin.memory.layout``), so memory
+Every user's memories live in a collection of their own (``affect_memory.memory.layout``), so memory
 ids are per user and every read, write and delete names one user and touches only that user's
-collection; the mapper (``plugin.memory.rows``) still checks each returned row's owner.
+collection; the mapper (``affect_memory.memory.rows``) still checks each returned row's owner.
 
 Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0, 2]. Recall
-plans each query, embeds it and ranks the pool through ``plugin.memory.recall.pipeline``
+plans each query, embeds it and ranks the pool through ``affect_memory.memory.recall.pipeline``
 (relevance on an absolute scale, the kernel's ``rank_columns`` for the score); the dense
-ranking hands Chroma's rows to the kernel as they are (``plugin.memory.recall.explanation``),
+ranking hands Chroma's rows to the kernel as they are (``affect_memory.memory.recall.explanation``),
 which reads ``similarity = 1 - distance / 2``. Writes are whole within the process
-(``plugin.memory.writes``).
+(``affect_memory.memory.writes``).
 
 This facade is about 450 lines because it is what users call: every method checks its
 arguments and delegates (rows, ranking, collections, writes, turn writes), and each keeps the
@@ -32,36 +32,41 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from kernel.engine import StageObserver
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from kernel.protocols import RetrievalInput
-from kernel.retrieval import RetrievalWeights, ScoredCandidate
-from plugin.errors import StoreError
-from plugin.memory import turn_writes
-from plugin.memory.batches import validate_records
-from plugin.memory.collections import (
+from affect_memory.errors import StoreError
+from affect_memory.kernel.engine import StageObserver
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import RetrievalInput
+from affect_memory.kernel.retrieval import RetrievalWeights, ScoredCandidate
+from affect_memory.memory import turn_writes
+from affect_memory.memory.batches import validate_records
+from affect_memory.memory.collections import (
     DEFAULT_HNSW,
     HnswParams,
     UserCollections,
     configured_hnsw,
     recorded_embedder,
 )
-from plugin.memory.index.memory_index import MemoryIndex
-from plugin.memory.index.opening import open_backend, resolve_index
-from plugin.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
-from plugin.memory.location import (
+from affect_memory.memory.index.memory_index import MemoryIndex
+from affect_memory.memory.index.opening import open_backend, resolve_index
+from affect_memory.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
+from affect_memory.memory.location import (
     DEFAULT_TIMEOUT,
     check_index_cache,
     check_timeout,
     parse_location,
 )
-from plugin.memory.problems import problems_message
-from plugin.memory.recall.life_topics import TopicSpace
-from plugin.memory.recall.pipeline import HybridRecall, RankedQuery
-from plugin.memory.recall.plan import QueryAnalyser, QueryPlan, default_analyser, form_weights
-from plugin.memory.records import MemoryRecord
-from plugin.memory.results import (
+from affect_memory.memory.problems import problems_message
+from affect_memory.memory.recall.life_topics import TopicSpace
+from affect_memory.memory.recall.pipeline import HybridRecall, RankedQuery
+from affect_memory.memory.recall.plan import (
+    QueryAnalyser,
+    QueryPlan,
+    default_analyser,
+    form_weights,
+)
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.results import (
     MAX_TOP_K,
     MemoryStats,
     RecallQuery,
@@ -75,14 +80,14 @@ from plugin.memory.results import (
     check_user,
     collect_recall_queries,
 )
-from plugin.memory.retriever import UserRetriever
-from plugin.memory.rows import StoredRows, records_of, rows_of
-from plugin.memory.segment_repair import repair_segments
-from plugin.memory.settings import RecallSettings, resolve_settings
-from plugin.memory.timestamps import normalize_timestamp
-from plugin.memory.worker import StoreWorker
-from plugin.memory.writes import BatchWriter, chunks
-from plugin.models.embeddings import Embedder, check_embeddings, default_embedder
+from affect_memory.memory.retriever import UserRetriever
+from affect_memory.memory.rows import StoredRows, records_of, rows_of
+from affect_memory.memory.segment_repair import repair_segments
+from affect_memory.memory.settings import RecallSettings, resolve_settings
+from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.worker import StoreWorker
+from affect_memory.memory.writes import BatchWriter, chunks
+from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = ["QUERY_STAGES", "ChromaMemory"]
 
@@ -100,12 +105,12 @@ class ChromaMemory:
     (a ``chroma run`` server, for several processes). ``collection`` is the prefix the users'
     collections are named under; ``timeout`` bounds every request to a server. ``observer``
     (for benchmarks) is called with a stage of ``QUERY_STAGES`` and its duration in seconds.
-    ``index`` says where the memory index lives (``plugin.memory.index.opening``: by default
+    ``index`` says where the memory index lives (``affect_memory.memory.index.opening``: by default
     a SQLite file beside an embedded store, ``postgresql://...`` for a fleet): lexical search
     and the authoritative recall counts, kept consistent with Chroma by every write.
     ``index_cache`` bounds how many users' HNSW indexes an embedded store keeps loaded
-    (``plugin.memory.location``; a server's bound is the server's own setting).
-    ``analyser`` plans each query (``plugin.memory.recall.plan``; English by default).
+    (``affect_memory.memory.location``; a server's bound is the server's own setting).
+    ``analyser`` plans each query (``affect_memory.memory.recall.plan``; English by default).
     """
 
     def __init__(
@@ -254,7 +259,7 @@ class ChromaMemory:
         replace_new: bool = False,
     ) -> TurnWriteReport:
         """Apply one committed turn's memory writes to ``user_id``'s memories; applying the
-        same turn again changes nothing (see ``plugin.memory.turn_writes``)."""
+        same turn again changes nothing (see ``affect_memory.memory.turn_writes``)."""
         return turn_writes.apply_turn_writes(
             self._index,
             self._writer,
@@ -379,7 +384,8 @@ class ChromaMemory:
         whole_pool: bool = False,
     ) -> list[RankedQuery]:
         """The one read path of recall and of the engine's retriever: plan each query, embed
-        it as the user's memories write their owner, rank (``plugin.memory.recall.pipeline``)."""
+        it as the user's memories write their owner, rank
+        (``affect_memory.memory.recall.pipeline``)."""
         if self._hybrid is None:
             self._hybrid = HybridRecall(
                 self._collections, self.index, observer=self._observer, topics=self._topics
@@ -721,7 +727,7 @@ class ChromaMemory:
 
     async def arecall(self, query: str, user_id: str, **options: Any) -> RecallResult:
         """``recall`` for an event loop: the same result, computed in the store's worker thread
-        while the loop runs on (``plugin.memory.worker``); takes ``recall``'s keywords."""
+        while the loop runs on (``affect_memory.memory.worker``); takes ``recall``'s keywords."""
         return await self._worker.run(functools.partial(self.recall, query, user_id, **options))
 
     async def aadd(

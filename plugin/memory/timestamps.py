@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from numbers import Real
 
-from kernel.errors import shown
-from plugin.errors import TimestampError
+from affect_memory.errors import TimestampError
+from affect_memory.kernel.errors import shown
 
 __all__ = [
     "MAX_EPOCH",

@@ -2,7 +2,7 @@
 
 Each memory the turn surfaced gets ``recall_count + 1`` (stopping at 2**53 - 1) and its
 ``last_recalled_at`` moved forward to the turn's time, once per (memory, turn id): the
-counts live in the memory index (``plugin.memory.index.rehearsal``), whose unique keys and
+counts live in the memory index (``affect_memory.memory.index.rehearsal``), whose unique keys and
 atomic updates make that exact across processes and hosts, where Chroma (no compare-and-set)
 lost increments. A surfaced memory the index does not hold yet (another worker's add, in
 Chroma but not yet settled) is counted once it is indexed, not dropped. Chroma keeps the
@@ -17,13 +17,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from kernel.errors import InvalidInputError, shown
-from plugin.memory.batches import validate_records
-from plugin.memory.index.memory_index import MemoryIndex
-from plugin.memory.records import MemoryRecord
-from plugin.memory.results import TurnWriteReport, check_ids, check_user
-from plugin.memory.timestamps import normalize_timestamp
-from plugin.memory.writes import BatchWriter
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.memory.batches import validate_records
+from affect_memory.memory.index.memory_index import MemoryIndex
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.results import TurnWriteReport, check_ids, check_user
+from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.writes import BatchWriter
 
 __all__ = ["apply_turn_writes"]
 

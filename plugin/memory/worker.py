@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import count
 from typing import TypeVar
 
-from plugin.errors import StoreError
+from affect_memory.errors import StoreError
 
 __all__ = ["StoreWorker"]
 

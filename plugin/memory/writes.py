@@ -6,7 +6,7 @@ chunk, the server times out), what the call had sent is taken back before the er
 raised, so a failed call leaves nothing of itself. A process killed mid-write cannot undo: it
 leaves a prefix of the batch, which re-running the same call completes.
 
-Every user's part runs in a write session of the memory index (``plugin.memory.index``): the
+Every user's part runs in a write session of the memory index (``affect_memory.memory.index``): the
 user's lock is held from the check of which ids exist to the last chunk, and each chunk is
 announced in the index's journal before Chroma is written and settled after, so the index
 holds exactly what Chroma holds however the process ends. ``forget`` goes the same way.
@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from plugin.errors import EmbeddingError, StoreError
-from plugin.memory.collections import UserCollections
-from plugin.memory.index.memory_index import MemoryIndex
-from plugin.memory.index.session import WriteSession
-from plugin.memory.index.sync import Counts
-from plugin.memory.records import MemoryRecord
-from plugin.memory.results import WriteReport
-from plugin.memory.rows import StoredRow, ids_of, snapshots_of
-from plugin.models.embeddings import Embedder, check_embeddings
+from affect_memory.errors import EmbeddingError, StoreError
+from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.index.memory_index import MemoryIndex
+from affect_memory.memory.index.session import WriteSession
+from affect_memory.memory.index.sync import Counts
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.results import WriteReport
+from affect_memory.memory.rows import StoredRow, ids_of, snapshots_of
+from affect_memory.models.embeddings import Embedder, check_embeddings
 
 __all__ = ["PROGRESS_MIN", "WRITE_CHUNK", "BatchWriter", "WritePlan", "by_user", "chunks"]
 

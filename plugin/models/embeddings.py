@@ -2,7 +2,7 @@
 
 Vectors are float32 and unit-norm, so Chroma's cosine distance is ``1 - dot``. The default
 (``default_embedder()``) is the bundled all-MiniLM-L6-v2 on ONNX Runtime
-(``plugin.models.onnx_embedder``), which needs no torch and starts in a fraction of a second;
+(``affect_memory.models.onnx_embedder``), which needs no torch and starts in a fraction of a second;
 ``SentenceTransformerEmbedder`` runs any sentence-transformers model on torch (the ``torch``
 extra). Both name the bundled model ``all-MiniLM-L6-v2``: their vectors agree to about 1e-7 in
 cosine, so a store filled by one is read by the other. Models load lazily, once per process.
@@ -18,9 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from kernel.errors import shown
-from plugin.errors import EmbeddingError, MissingExtraError
-from plugin.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
+from affect_memory.errors import EmbeddingError, MissingExtraError
+from affect_memory.kernel.errors import shown
+from affect_memory.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
 
 __all__ = [
     "BACKEND_ENV",

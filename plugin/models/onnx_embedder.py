@@ -1,10 +1,10 @@
 """The bundled all-MiniLM-L6-v2 on ONNX Runtime: sentence-transformers' vectors, without torch.
 
 The model's own ``tokenizer.json`` (cut at its ``max_seq_length``, 256 word pieces), the graph
-of ``plugin.models.onnx_graph`` (BERT, mean pooling over the attention mask, L2 normalisation):
-vectors agree with sentence-transformers' to about 1e-7 in cosine, so both backends share the
-name ``all-MiniLM-L6-v2`` and fill the same collections. The graph is built from
-``model.safetensors`` on first use and cached in ``plugin.models.cache.cache_dir()/onnx``,
+of ``affect_memory.models.onnx_graph`` (BERT, mean pooling over the attention mask, L2
+normalisation): vectors agree with sentence-transformers' to about 1e-7 in cosine, so both backends
+share the name ``all-MiniLM-L6-v2`` and fill the same collections. The graph is built from
+``model.safetensors`` on first use and cached in ``affect_memory.models.cache.cache_dir()/onnx``,
 keyed by the model files' hashes; later processes only load it (about 0.2 s). An unwritable
 cache costs the build (about 0.5 s) on every start, with a warning; a cached graph that does
 not load is rebuilt.
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import shown
-from plugin.errors import EmbeddingError, MissingExtraError
-from plugin.models.cache import CACHE_ENV, cache_dir, file_sha256, write_atomically
+from affect_memory.errors import EmbeddingError, MissingExtraError
+from affect_memory.kernel.errors import shown
+from affect_memory.models.cache import CACHE_ENV, cache_dir, file_sha256, write_atomically
 
 __all__ = [
     "BUNDLED_MODEL_NAME",
@@ -142,7 +142,7 @@ def read_model_spec(model_dir: Path) -> ModelSpec:
 
 def model_key(model_dir: Path) -> str:
     """24 hex digits identifying the graph: the builder's version and the shaping files' hashes."""
-    from plugin.models.onnx_graph import GRAPH_VERSION
+    from affect_memory.models.onnx_graph import GRAPH_VERSION
 
     digest = hashlib.sha256(f"affect-memory onnx graph {GRAPH_VERSION}\n".encode())
     for name in _KEY_FILES:
@@ -208,7 +208,7 @@ def _open_session(model_dir: Path, key: str, threads: int) -> Any:
             return runtime.InferenceSession(str(target), options, providers=providers)
         except Exception as error:  # onnxruntime raises its own untyped Fail/InvalidProtobuf
             logger.warning("cached ONNX graph %s does not load (%s); rebuilding it", target, error)
-    from plugin.models.onnx_graph import build_sentence_encoder
+    from affect_memory.models.onnx_graph import build_sentence_encoder
 
     graph = build_sentence_encoder(model_dir)
     failure = write_atomically(target, graph)
@@ -325,7 +325,7 @@ class OnnxEmbedder:
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed a batch of texts into unit-norm float32 rows, in input order."""
-        from plugin.models.onnx_graph import OUTPUT_NAME
+        from affect_memory.models.onnx_graph import OUTPUT_NAME
 
         texts = list(texts)
         if not all(isinstance(text, str) for text in texts):

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from plugin.errors import EmbeddingError
-from plugin.models.onnx_proto import GraphBuilder, encode_model
+from affect_memory.errors import EmbeddingError
+from affect_memory.models.onnx_proto import GraphBuilder, encode_model
 
 __all__ = [
     "GRAPH_VERSION",

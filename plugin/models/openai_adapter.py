@@ -1,11 +1,11 @@
 """An OpenAI-compatible chat-completions model adapter: streamed generation and a pluggable gate.
 
 It speaks ``POST {base_url}/chat/completions`` as OpenAI, vLLM, Ollama and the llama.cpp server
-do. What goes where on the wire is ``plugin.models.openai_wire``'s, the model-backed gate
-``plugin.models.openai_gate``'s, and keeping secrets out of sight
-``plugin.models.openai_redaction``'s.
+do. What goes where on the wire is ``affect_memory.models.openai_wire``'s, the model-backed gate
+``affect_memory.models.openai_gate``'s, and keeping secrets out of sight
+``affect_memory.models.openai_redaction``'s.
 
-Every failure of the endpoint is translated here, at the boundary, into ``plugin.errors``.
+Every failure of the endpoint is translated here, at the boundary, into ``affect_memory.errors``.
 A stream that ends without ``data: [DONE]`` is an error, not a short reply: without the
 terminator a truncated reply cannot be told from a complete one, and the engine must not commit
 a truncated reply. Chunks already yielded before an error are part of a failed turn.
@@ -21,9 +21,7 @@ from typing import Any, Final, Literal
 
 import httpx
 
-from kernel.errors import InvalidInputError, shown
-from kernel.protocols import GateInput, GateResult, GenerateInput, IntentGate
-from plugin.errors import (
+from affect_memory.errors import (
     GateUnavailableError,
     MalformedGateReplyError,
     MalformedStreamError,
@@ -32,15 +30,21 @@ from plugin.errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
-from plugin.models.openai_gate import DEFAULT_GATE_INSTRUCTIONS, gate_request_body, parse_gate_reply
-from plugin.models.openai_redaction import (
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.protocols import GateInput, GateResult, GenerateInput, IntentGate
+from affect_memory.models.openai_gate import (
+    DEFAULT_GATE_INSTRUCTIONS,
+    gate_request_body,
+    parse_gate_reply,
+)
+from affect_memory.models.openai_redaction import (
     key_problem,
     redact_chain,
     redact_text,
     redact_url,
     split_credentials,
 )
-from plugin.models.openai_wire import (
+from affect_memory.models.openai_wire import (
     DEFAULT_EVIDENCE_PREAMBLE,
     StreamReader,
     build_chat_messages,
@@ -66,7 +70,7 @@ class OpenAICompatibleModel:
 
     ``gate`` is an object with ``async gate(GateInput)``, the string ``"model"`` to let the
     chat endpoint classify intents, or None for the default embedding gate
-    (``plugin.gate.classifier.EmbeddingIntentGate``).
+    (``affect_memory.gate.classifier.EmbeddingIntentGate``).
     ``timeout`` bounds connecting and every wait for the next bytes, not the whole reply.
     """
 
@@ -245,7 +249,7 @@ class OpenAICompatibleModel:
             return self._gate
         advice = "pass gate=<an object with async gate(GateInput)> or gate='model'"
         try:
-            from plugin.gate.classifier import EmbeddingIntentGate
+            from affect_memory.gate.classifier import EmbeddingIntentGate
         except ImportError as error:
             raise GateUnavailableError(
                 "no gate was passed and the default embedding gate "

@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import shown
-from kernel.protocols import GateInput, GateResult, Message
-from plugin.errors import MalformedGateReplyError
-from plugin.models.openai_wire import escape, excerpt
+from affect_memory.errors import MalformedGateReplyError
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS
+from affect_memory.kernel.errors import shown
+from affect_memory.kernel.protocols import GateInput, GateResult, Message
+from affect_memory.models.openai_wire import escape, excerpt
 
 __all__ = ["DEFAULT_GATE_INSTRUCTIONS", "gate_request_body", "gate_transcript", "parse_gate_reply"]
 

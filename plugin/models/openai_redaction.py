@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = [
     "Credentials",

@@ -15,9 +15,9 @@ from typing import Any, Final
 
 import httpx
 
-from kernel.models import UntrustedContext
-from kernel.protocols import GenerateInput
-from plugin.errors import MalformedStreamError, ModelStreamError
+from affect_memory.errors import MalformedStreamError, ModelStreamError
+from affect_memory.kernel.models import UntrustedContext
+from affect_memory.kernel.protocols import GenerateInput
 
 __all__ = [
     "DEFAULT_EVIDENCE_PREAMBLE",

@@ -16,10 +16,10 @@ from typing import Any, Self
 
 from pydantic import ValidationError
 
-from kernel.adapters.store_support import HeldTransaction
-from kernel.errors import CorruptStateError, InvalidInputError, shown
-from kernel.models import AffectState
-from kernel.protocols import Message, OutboxItem
+from affect_memory.kernel.adapters.store_support import HeldTransaction
+from affect_memory.kernel.errors import CorruptStateError, InvalidInputError, shown
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message, OutboxItem
 
 __all__ = [
     "MAX_PAYLOAD_DEPTH",

@@ -20,8 +20,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Literal, overload
 
-from kernel.errors import StateStoreError
-from plugin.errors import LockTimeoutError
+from affect_memory.errors import LockTimeoutError
+from affect_memory.kernel.errors import StateStoreError
 
 try:
     import fcntl

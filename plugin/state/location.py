@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
-from kernel.errors import InvalidInputError, StateStoreError, shown
-from plugin.data_dir import default_data_dir
-from plugin.errors import MissingExtraError
+from affect_memory.data_dir import default_data_dir
+from affect_memory.errors import MissingExtraError
+from affect_memory.kernel.errors import InvalidInputError, StateStoreError, shown
 
 if TYPE_CHECKING:
-    from plugin.state.postgres import PostgresStateStore
-    from plugin.state.sqlite import SQLiteStateStore
+    from affect_memory.state.postgres import PostgresStateStore
+    from affect_memory.state.sqlite import SQLiteStateStore
 
 __all__ = [
     "POSTGRES_OPTIONS",
@@ -269,10 +269,10 @@ def open_state_store(
             )
     chosen = {**location.options, **options}
     if location.kind == "sqlite":
-        from plugin.state.sqlite import SQLiteStateStore
+        from affect_memory.state.sqlite import SQLiteStateStore
 
         return SQLiteStateStore(location.target, **chosen)
-    from plugin.state.postgres import PostgresStateStore
+    from affect_memory.state.postgres import PostgresStateStore
 
     try:
         return PostgresStateStore(location.target, **chosen)

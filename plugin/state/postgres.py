@@ -25,7 +25,8 @@ waiters do not each hold a pooled connection), then on the server lock with ``lo
 set to what is left of ``lock_timeout`` seconds; past it :class:`LockTimeoutError` names the
 conversation and the timeout.
 
-Schema: ``plugin.state.postgres_schema`` (one configurable PostgreSQL schema, migrated on open).
+Schema: ``affect_memory.state.postgres_schema`` (one configurable PostgreSQL schema, migrated on
+open).
 
 Durability: a returned commit is a committed PostgreSQL transaction (with the server's
 ``synchronous_commit``). PostgreSQL text cannot hold NUL characters, so messages,
@@ -51,13 +52,13 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
         "PostgresStateStore needs psycopg 3 and psycopg-pool: pip install 'affect-memory[postgres]'"
     ) from missing
 
-from kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
-from kernel.bounds import check_conversation_id, check_limit
-from kernel.clock import Clock, utc_now
-from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
-from kernel.models import AffectState
-from kernel.protocols import Message, OutboxItem
-from plugin.state.common import (
+from affect_memory.kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
+from affect_memory.kernel.bounds import check_conversation_id, check_limit
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message, OutboxItem
+from affect_memory.state.common import (
     ClosingStore,
     WorkerTransaction,
     check_topic,
@@ -67,7 +68,7 @@ from plugin.state.common import (
     encode_payload,
     encode_state,
 )
-from plugin.state.postgres_connections import (
+from affect_memory.state.postgres_connections import (
     Connection,
     check_storable,
     connect_first,
@@ -75,14 +76,14 @@ from plugin.state.postgres_connections import (
     one_line,
     redacted,
 )
-from plugin.state.postgres_schema import (
+from affect_memory.state.postgres_schema import (
     DEFAULT_SCHEMA,
     SCHEMA_NAME,
     SCHEMA_VERSION,
     Statements,
     migrate,
 )
-from plugin.state.postgres_sessions import (
+from affect_memory.state.postgres_sessions import (
     ConnectionLostError,
     Lease,
     Sessions,

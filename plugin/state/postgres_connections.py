@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-from kernel.errors import InvalidInputError, shown
-from plugin.state.location import redacted
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.state.location import redacted
 
 __all__ = [
     "SESSION_SETTINGS",

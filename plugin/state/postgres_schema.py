@@ -17,8 +17,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from kernel.errors import StateStoreError
-from plugin.state.postgres_connections import Connection, one_line
+from affect_memory.kernel.errors import StateStoreError
+from affect_memory.state.postgres_connections import Connection, one_line
 
 __all__ = [
     "DEFAULT_SCHEMA",

@@ -27,11 +27,11 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from kernel.errors import StateStoreError, shown
-from plugin.errors import LockTimeoutError
-from plugin.state.common import when_done
-from plugin.state.postgres_connections import Connection, cancel_quietly, configure, one_line
-from plugin.state.postgres_schema import Statements
+from affect_memory.errors import LockTimeoutError
+from affect_memory.kernel.errors import StateStoreError, shown
+from affect_memory.state.common import when_done
+from affect_memory.state.postgres_connections import Connection, cancel_quietly, configure, one_line
+from affect_memory.state.postgres_schema import Statements
 
 __all__ = [
     "HELD_ELSEWHERE",

@@ -44,13 +44,13 @@ from datetime import UTC
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
-from kernel.bounds import check_conversation_id, check_limit
-from kernel.clock import Clock, utc_now
-from kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
-from kernel.models import AffectState
-from kernel.protocols import Message, OutboxItem
-from plugin.state.common import (
+from affect_memory.kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
+from affect_memory.kernel.bounds import check_conversation_id, check_limit
+from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message, OutboxItem
+from affect_memory.state.common import (
     ClosingStore,
     WorkerTransaction,
     check_topic,
@@ -59,10 +59,10 @@ from plugin.state.common import (
     encode_state,
     when_done,
 )
-from plugin.state.file_locks import FileLocks, release
-from plugin.state.sqlite_connections import SQLiteConnections
-from plugin.state.sqlite_reads import ReadCache
-from plugin.state.sqlite_schema import SCHEMA_VERSION, migrate
+from affect_memory.state.file_locks import FileLocks, release
+from affect_memory.state.sqlite_connections import SQLiteConnections
+from affect_memory.state.sqlite_reads import ReadCache
+from affect_memory.state.sqlite_schema import SCHEMA_VERSION, migrate
 
 try:
     import fcntl

@@ -19,8 +19,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from kernel.errors import StateStoreError
-from plugin.state.file_locks import FileLocks
+from affect_memory.kernel.errors import StateStoreError
+from affect_memory.state.file_locks import FileLocks
 
 __all__ = ["SQLiteConnections"]
 

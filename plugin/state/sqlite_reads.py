@@ -13,9 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernel.models import AffectState
-from kernel.protocols import Message
-from plugin.state.common import decode_messages, decode_state
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import Message
+from affect_memory.state.common import decode_messages, decode_state
 
 __all__ = ["ReadCache"]
 

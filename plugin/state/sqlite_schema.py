@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 
-from kernel.errors import StateStoreError
+from affect_memory.kernel.errors import StateStoreError
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 

@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel import (
+from affect_memory.cli.demo import SAMPLE_MEMORIES
+from affect_memory.errors import (
+    IsolationError,
+    LegacyLayoutError,
+    RecordError,
+    StoreError,
+    TimestampError,
+    WrongSpaceError,
+)
+from affect_memory.kernel import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     AffectEngine,
     AffectState,
@@ -26,22 +35,14 @@ from kernel import (
     RetrievalWeights,
     rank_candidates,
 )
-from kernel.adapters import InMemoryStateStore, ScriptedModel
-from kernel.protocols import MemoryRetriever, RetrievalInput
-from plugin.errors import (
-    IsolationError,
-    LegacyLayoutError,
-    RecordError,
-    StoreError,
-    TimestampError,
-    WrongSpaceError,
-)
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.recall.change_cues import change_word
-from plugin.memory.records import MemoryRecord
-from plugin.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
-from plugin.memory.settings import DENSE_RECALL, RECALL_WEIGHTS, RecallSettings
-from plugin.memory.store import ChromaMemory
+from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
+from affect_memory.kernel.protocols import MemoryRetriever, RetrievalInput
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.recall.change_cues import change_word
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
+from affect_memory.memory.settings import DENSE_RECALL, RECALL_WEIGHTS, RecallSettings
+from affect_memory.memory.store import ChromaMemory
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS, state_similarity_of
 
@@ -61,7 +62,7 @@ def record(ident: str, text: str, user: str = "ann", days: float = 1.0, **fields
 
 def sample_records() -> list[dict[str, Any]]:
     """The sample corpus."""
-    lines = (FIXTURES / "sample_memories.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = SAMPLE_MEMORIES.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
 
 
@@ -741,7 +742,7 @@ class MemoryContract:
     ) -> None:
         # Chunks of 32 instead of WRITE_CHUNK's 512: the same chunk-by-chunk write and undo,
         # with a sixteenth of the embedding (the sizes were 600 records, the 551st refused).
-        monkeypatch.setattr("plugin.memory.writes.WRITE_CHUNK", 32)
+        monkeypatch.setattr("affect_memory.memory.writes.WRITE_CHUNK", 32)
         size, refused = 38, 35
         old = [record(f"m{i}", f"old note {i} about the garden") for i in range(0, size, 2)]
         memory.add(old)
@@ -812,7 +813,7 @@ class MemoryContract:
             ],
             embeddings=np.asarray([good["embeddings"][0]] * 2, dtype=np.float32),
         )
-        with caplog.at_level("WARNING", logger="plugin.memory.store"):
+        with caplog.at_level("WARNING", logger="affect_memory.memory.store"):
             result = memory.recall("Where are my bees?", "ann", now=REFERENCE)
         # Before: every recall of ann's raised StoreError without naming the row.
         assert [hit.id for hit in result.results] == ["good"]

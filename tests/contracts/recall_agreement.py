@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-from plugin.memory.results import RECALL_MANY_TOLERANCE
+from affect_memory.memory.results import RECALL_MANY_TOLERANCE
 
 EMBEDDED = ("score", "distance", "similarity")
 """The factors that carry the query embedding's last bits; every other one is exact, but for

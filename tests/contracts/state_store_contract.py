@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from kernel import AffectState, EmotionMap, InvalidInputError, Mood, StateStoreError
-from kernel.protocols import Message, OutboxItem, StateStore
+from affect_memory.kernel import AffectState, EmotionMap, InvalidInputError, Mood, StateStoreError
+from affect_memory.kernel.protocols import Message, OutboxItem, StateStore
 
 StoreFactory = Callable[[], StateStore]
 

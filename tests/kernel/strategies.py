@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from kernel import (
+from affect_memory.kernel import (
     BUILTIN_INTENTS,
     AffectState,
     AttachmentState,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel import (
+from affect_memory.kernel import (
     BUILTIN_INTENTS,
     DEFAULT_AFFECT_DYNAMICS,
     AffectDynamics,

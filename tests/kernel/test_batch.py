@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel import (
+from affect_memory.kernel import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     BatchScores,
     CandidateColumns,
@@ -29,8 +29,8 @@ from kernel import (
     score_batch,
     score_candidate,
 )
-from kernel.bounds import parse_zoned
-from kernel.retrieval import age_days, rank_candidates_reference
+from affect_memory.kernel.bounds import parse_zoned
+from affect_memory.kernel.retrieval import age_days, rank_candidates_reference
 
 NOW = datetime(2026, 12, 1, 7, 30, tzinfo=UTC)
 DAY = 86400.0
@@ -559,7 +559,7 @@ def test_rank_batch_refuses_bad_input(args: tuple[Any, ...], message: str) -> No
 
 
 def test_blocks_do_not_change_any_bit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernel.batch
+    from affect_memory import kernel
 
     rng = np.random.default_rng(11)
     n = 1000

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from kernel.bounds import (
+from affect_memory.kernel.bounds import (
     MAX_CONVERSATION_ID_CHARS,
     CosineDistance,
     FiniteFloat,
@@ -31,7 +31,7 @@ from kernel.bounds import (
     parse_zoned,
     require_zoned_now,
 )
-from kernel.errors import InvalidInputError
+from affect_memory.kernel.errors import InvalidInputError
 from tests.kernel.strategies import PROPERTY
 
 

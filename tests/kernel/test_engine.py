@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from kernel import (
+from affect_memory import SQLiteStateStore
+from affect_memory.kernel import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     AffectState,
     AppraisalOutcome,
@@ -29,9 +30,14 @@ from kernel import (
     build_presence_vector,
     rank_candidates,
 )
-from kernel.adapters import InMemoryStateStore, ScriptedModel, ScriptedReply, StaticRetriever
-from kernel.engine import STAGES, AffectEngine, EngineLimits, normalize_intent
-from kernel.protocols import (
+from affect_memory.kernel.adapters import (
+    InMemoryStateStore,
+    ScriptedModel,
+    ScriptedReply,
+    StaticRetriever,
+)
+from affect_memory.kernel.engine import STAGES, AffectEngine, EngineLimits, normalize_intent
+from affect_memory.kernel.protocols import (
     GateInput,
     GateResult,
     GenerateInput,
@@ -39,7 +45,6 @@ from kernel.protocols import (
     OutboxItem,
     TurnRecord,
 )
-from plugin import SQLiteStateStore
 from tests.contracts.snapshots import dump_sqlite
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -212,7 +217,7 @@ async def test_a_state_factory_seeds_a_new_conversation(store: SQLiteStateStore)
 async def test_the_request_carries_response_controls_for_the_new_mood(
     store: SQLiteStateStore,
 ) -> None:
-    from kernel import apply_length_factor, decoding_params
+    from affect_memory.kernel import apply_length_factor, decoding_params
 
     model = ScriptedModel(gates=[GateResult(intent="ABUSE")])
     await engine_for(store, model, base_tokens=600).turn("you are useless")
@@ -273,7 +278,7 @@ async def test_respond_mode_answers_a_failed_gate_as_casual_without_retrieval(
     retriever = StaticRetriever([candidate("m1")])
     model = ScriptedModel(gates=[ConnectionError("gate down")], replies=[["fine"]])
     engine = engine_for(store, model, retriever=retriever, gate_error_mode="respond")
-    with caplog.at_level(logging.WARNING, logger="kernel.engine"):
+    with caplog.at_level(logging.WARNING, logger="affect_memory.kernel.engine"):
         result = await engine.turn("hello")
     assert result.intent == "CASUAL" and result.text == "fine" and not result.silent
     assert retriever.requests == [] and result.memories == ()
@@ -825,7 +830,7 @@ async def test_a_failed_apply_is_logged_and_leaves_the_items_pending(
     store: SQLiteStateStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = engine_for(store, ScriptedModel(replies=[["ok"]]), effects=[_Effect(fail=True)])
-    with caplog.at_level(logging.ERROR, logger="kernel.engine"):
+    with caplog.at_level(logging.ERROR, logger="affect_memory.kernel.engine"):
         result = await engine.turn("remember the lake")
     assert result.text == "ok"
     assert "stay pending" in caplog.text
@@ -957,7 +962,7 @@ async def test_a_failing_observer_never_fails_the_turn(
     def observer(stage: str, seconds: float) -> None:
         raise ValueError("observer bug")
 
-    with caplog.at_level(logging.ERROR, logger="kernel.engine"):
+    with caplog.at_level(logging.ERROR, logger="affect_memory.kernel.engine"):
         result = await engine_for(store, ScriptedModel(), observer=observer).turn("hi")
     assert result.text == "Okay."
     assert "observer failed" in caplog.text

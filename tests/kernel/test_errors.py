@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel import (
+from affect_memory.kernel import (
     AffectMemoryError,
     CorruptStateError,
     EngineError,
@@ -16,7 +16,7 @@ from kernel import (
     UnknownIntentError,
     UnknownStageError,
 )
-from kernel.errors import shown
+from affect_memory.kernel.errors import shown
 
 
 def test_the_root_is_not_a_value_error() -> None:

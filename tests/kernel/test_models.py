@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from pydantic import BaseModel, ValidationError
 
-import kernel
-from kernel import (
+from affect_memory import kernel
+from affect_memory.kernel import (
     AffectControls,
     AffectDynamics,
     AffectState,
@@ -36,7 +36,7 @@ from kernel import (
     appraise_turn,
     rank_candidates,
 )
-from kernel.models import FrozenModel
+from affect_memory.kernel.models import FrozenModel
 from tests.kernel.strategies import PROPERTY, affect_states, candidates
 
 NOT_NUMBERS: list[Any] = [True, False, "0.5", None, [0.5], {"v": 0.5}]
@@ -375,12 +375,12 @@ def test_any_candidate_round_trips(candidate: MemoryCandidate) -> None:
 
 
 _KERNEL_VALUE_MODULES = {
-    "kernel.models",
-    "kernel.affect",
-    "kernel.appraisal",
-    "kernel.retrieval",
-    "kernel.surfacing",
-    "kernel.prompt",
+    "affect_memory.kernel.models",
+    "affect_memory.kernel.affect",
+    "affect_memory.kernel.appraisal",
+    "affect_memory.kernel.retrieval",
+    "affect_memory.kernel.surfacing",
+    "affect_memory.kernel.prompt",
 }
 _REQUIRED: dict[str, dict[str, Any]] = {
     "MemoryCandidate": {"id": "m", "text": "", "distance": 0.1},

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-import kernel
-from kernel import (
+from affect_memory import kernel
+from affect_memory.kernel import (
     AffectControls,
     AffectDynamics,
     DefaultAppraisalPolicy,
@@ -25,8 +25,8 @@ from kernel import (
     StageLadder,
     mood_inertia,
 )
-from kernel.models import FrozenModel
-from kernel.parameters import ParameterModel, first_message
+from affect_memory.kernel.models import FrozenModel
+from affect_memory.kernel.parameters import ParameterModel, first_message
 
 PARAMETER_OBJECTS: list[type[FrozenModel]] = [
     AffectControls,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernel import (
+from affect_memory.kernel import (
     DEFAULT_PROMPT_WORDING,
     AffectState,
     EvidenceLimits,

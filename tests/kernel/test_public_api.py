@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import kernel
+from affect_memory import kernel
 
 PUBLIC = [
     "AffectControls",
@@ -173,7 +173,9 @@ def _attribute_docstring(module_name: str, name: str) -> str | None:
 
 def _defining_module(name: str) -> str:
     for module_name in sorted(sys.modules):
-        if module_name.startswith("kernel.") and name in vars(sys.modules[module_name]):
+        if module_name.startswith("affect_memory.kernel.") and name in vars(
+            sys.modules[module_name]
+        ):
             module = sys.modules[module_name]
             source = Path(inspect.getfile(module)).read_text(encoding="utf-8")
             if f"\n{name} =" in source or f"\n{name}:" in source:
@@ -188,23 +190,32 @@ def test_every_public_name_is_importable_and_documented(name: str) -> None:
         # A class's own docstring, not one inherited from its base.
         doc = value.__dict__.get("__doc__") if inspect.isclass(value) else value.__doc__
         assert doc and doc.strip(), f"{name} has no docstring of its own"
-        assert value.__module__.startswith("kernel")
+        assert value.__module__.startswith("affect_memory.kernel")
     else:
-        documented_type = type(value).__module__.startswith("kernel") and type(value).__doc__
+        documented_type = (
+            type(value).__module__.startswith("affect_memory.kernel") and type(value).__doc__
+        )
         assert documented_type or _attribute_docstring(_defining_module(name), name), (
             f"{name} is neither a documented kernel value nor followed by a docstring"
         )
 
 
 def test_importing_kernel_pulls_in_no_storage_model_or_plugin_code() -> None:
-    probe = "import json, sys; import kernel; print(json.dumps(sorted(m for m in sys.modules)))"
+    probe = (
+        "import json, sys; import affect_memory.kernel; "
+        "print(json.dumps(sorted(m for m in sys.modules)))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     loaded = set(json.loads(result.stdout))
-    for forbidden in ("chromadb", "sentence_transformers", "sqlite3", "torch", "plugin"):
+    for forbidden in ("chromadb", "sentence_transformers", "sqlite3", "torch"):
         assert forbidden not in loaded
         assert not any(name.startswith(forbidden + ".") for name in loaded)
+    # The package root is imported on the way in; it is lazy and loads none of the plugin.
+    ours = {name for name in loaded if name.split(".")[0] == "affect_memory"}
+    plugin_code = {name for name in ours if not name.startswith("affect_memory.kernel")}
+    assert plugin_code == {"affect_memory"}
 
 
 def test_kernel_version_is_the_package_version_in_pyproject() -> None:
@@ -220,7 +231,7 @@ def test_kernel_version_falls_back_when_the_package_is_not_installed() -> None:
         "import importlib.metadata as m\n"
         "def missing(name): raise m.PackageNotFoundError(name)\n"
         "m.version = missing\n"
-        "import kernel; print(kernel.__version__)"
+        "from affect_memory import kernel; print(kernel.__version__)"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
@@ -236,10 +247,12 @@ def _function_level_imports(path: Path) -> list[str]:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         for inner in ast.walk(node):
-            if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith("kernel"):
+            if isinstance(inner, ast.ImportFrom) and (inner.module or "").startswith(
+                "affect_memory.kernel"
+            ):
                 found.append(f"{path.name}:{inner.lineno}")
             if isinstance(inner, ast.Import) and any(
-                alias.name.startswith("kernel") for alias in inner.names
+                alias.name.startswith("affect_memory.kernel") for alias in inner.names
             ):
                 found.append(f"{path.name}:{inner.lineno}")
     return found

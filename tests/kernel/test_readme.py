@@ -9,7 +9,7 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from kernel import AffectControls, AffectDynamics, RetrievalWeights
+from affect_memory.kernel import AffectControls, AffectDynamics, RetrievalWeights
 from tests.kernel.fixture_tools import ROOT
 
 HEADING = "## The kernel in ten lines"

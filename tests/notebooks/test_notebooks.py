@@ -11,8 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from plugin.bench.locomo import DEFAULT_DATA
-from plugin.experiments.notebooks import execute_notebook, has_outputs
+from affect_memory.bench.locomo import DEFAULT_DATA
+from affect_memory.experiments.notebooks import execute_notebook, has_outputs
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 

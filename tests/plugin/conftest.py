@@ -17,7 +17,7 @@ from typing import IO
 
 import pytest
 
-from plugin.models.embeddings import Embedder, default_embedder
+from affect_memory.models.embeddings import Embedder, default_embedder
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import kernel
-import plugin
+import affect_memory as plugin
+from affect_memory import kernel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,7 +117,7 @@ def test_every_public_name_is_importable_and_documented(name: str) -> None:
     if inspect.isclass(value) or inspect.isfunction(value):
         doc = value.__dict__.get("__doc__") if inspect.isclass(value) else value.__doc__
         assert doc and doc.strip(), f"{name} has no docstring of its own"
-        assert value.__module__.startswith("plugin.")
+        assert value.__module__.startswith("affect_memory.")
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
@@ -136,13 +136,23 @@ def _modules_after(code: str) -> set[str]:
 
 def test_importing_plugin_loads_nothing_heavy() -> None:
     # Every name is lazy: not even numpy, pydantic or the kernel until something is used.
-    loaded = _modules_after("import plugin")
-    for heavy in ("numpy", "pydantic", "kernel", "chromadb", "onnxruntime", "httpx", "torch"):
+    loaded = _modules_after("import affect_memory")
+    heavy_modules = (
+        "numpy",
+        "pydantic",
+        "affect_memory.kernel",
+        "chromadb",
+        "onnxruntime",
+        "httpx",
+    )
+    for heavy in (*heavy_modules, "torch"):
         assert heavy not in loaded, heavy
 
 
 def test_using_plugin_loads_no_optional_extra_and_no_model() -> None:
-    loaded = _modules_after("import plugin; plugin.ChromaMemory; plugin.default_embedder()")
+    loaded = _modules_after(
+        "import affect_memory as m; m.ChromaMemory; m.default_embedder()"
+    )
     for extra in ("torch", "sentence_transformers", "mcp", "psycopg", "psycopg_pool"):
         assert extra not in loaded, extra
     assert "onnxruntime" not in loaded, "the model loads only when something embeds"
@@ -154,7 +164,7 @@ def _readme_imports() -> list[tuple[str, list[str]]]:
     found = []
     for block in re.findall(r"```python\n(.*?)```", readme, re.S):
         for module, names in re.findall(r"^from ([\w.]+) import ([^\n]+)$", block, re.M):
-            if module.split(".")[0] in ("kernel", "plugin"):
+            if module.split(".")[0] == "affect_memory":
                 found.append((module, [name.strip() for name in names.split(",")]))
     return found
 
@@ -163,7 +173,7 @@ def test_everything_the_readme_imports_comes_from_plugin_or_kernel_directly() ->
     imports = _readme_imports()
     assert imports, "the README imports nothing from plugin or kernel?"
     for module, names in imports:
-        assert module in ("plugin", "kernel"), f"README imports from {module}"
-        package = plugin if module == "plugin" else kernel
+        assert module in ("affect_memory", "affect_memory.kernel"), f"README imports {module}"
+        package = plugin if module == "affect_memory" else kernel
         for name in names:
             assert name in package.__all__, f"README imports {name} from {module}"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Use it as your agent's memory"

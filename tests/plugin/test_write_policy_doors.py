@@ -17,10 +17,10 @@ from pathlib import Path
 
 from mcp.client.stdio import StdioServerParameters
 
-from plugin.cli import main
-from plugin.integrations.langchain import AffectMemoryRetriever
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.cli import main
+from affect_memory.integrations.langchain import AffectMemoryRetriever
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.integrations.test_mcp_server import McpClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def _run_snippets(directory: Path, *, store_questions: bool) -> None:
     assert f'engine.turn("{QUESTION}")' in turn, "the snippet's turn asks the question"
     if store_questions:
         assert "MemoryTurnEffects(memory)" in turn
-        turn = "from plugin import DefaultMemoryWritePolicy\n" + turn.replace(
+        turn = "from affect_memory import DefaultMemoryWritePolicy\n" + turn.replace(
             "MemoryTurnEffects(memory)", OLD_POLICY
         )
     previous = Path.cwd()
@@ -70,7 +70,7 @@ def _mcp(data: Path) -> list[str]:
     env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "plugin.cli", "mcp", "--data-dir", str(data)],
+        args=["-m", "affect_memory.cli", "mcp", "--data-dir", str(data)],
         env=env,
         cwd=str(ROOT),
     )

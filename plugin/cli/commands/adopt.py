@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from plugin.cli.store_options import add_store_arguments, default_data_dir
+from affect_memory.cli.store_options import add_store_arguments, default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -58,9 +58,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Survey (or import), then print a summary."""
-    from plugin.errors import StoreError
-    from plugin.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
-    from plugin.memory.location import parse_location
+    from affect_memory.errors import StoreError
+    from affect_memory.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
+    from affect_memory.memory.location import parse_location
 
     if args.chroma is not None:
         if parse_location(args.chroma).kind != "http":
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace, adopted: Any, location: str) -> int:
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.memory.store import ChromaMemory
 
     with ChromaMemory(location, collection=args.collection, timeout=args.timeout) as memory:
         report = adopted.import_into(memory, progress=None)

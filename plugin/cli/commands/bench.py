@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from plugin.bench import BENCHMARK_MODULES
+from affect_memory.bench import BENCHMARK_MODULES
 
 __all__ = ["register"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``bench`` and every sub-benchmark of ``plugin.bench``."""
+    """Add ``bench`` and every sub-benchmark of ``affect_memory.bench``."""
     parser = commands.add_parser(
         "bench",
         help="run benchmarks (speed is measured here, never by timed tests)",
@@ -19,4 +19,4 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     benchmarks = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
     for name in BENCHMARK_MODULES:
-        importlib.import_module(f"plugin.bench.{name}").register(benchmarks)
+        importlib.import_module(f"affect_memory.bench.{name}").register(benchmarks)

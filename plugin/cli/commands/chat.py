@@ -17,15 +17,15 @@ import os
 import sys
 from typing import Any, TextIO
 
-from kernel.errors import AffectMemoryError, InvalidInputError, shown
-from plugin.cli.formatting import error_line
-from plugin.cli.store_options import (
+from affect_memory.cli.formatting import error_line
+from affect_memory.cli.store_options import (
     add_state_argument,
     add_store_arguments,
     open_memory,
     open_state,
 )
-from plugin.errors import ChatConfigError
+from affect_memory.errors import ChatConfigError
+from affect_memory.kernel.errors import AffectMemoryError, InvalidInputError, shown
 
 __all__ = ["MODEL_ENV", "MODEL_URL_ENV", "register", "run"]
 
@@ -117,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(args.user_id, str) or not args.user_id.strip():
         raise ChatConfigError(f"--user-id must be a non-empty string, got {shown(args.user_id)}")
     conversation = args.conversation_id or f"{args.user_id}-chat"
-    from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.models.embeddings import default_embedder
-    from plugin.models.openai_adapter import OpenAICompatibleModel
+    from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.models.embeddings import default_embedder
+    from affect_memory.models.openai_adapter import OpenAICompatibleModel
 
     # Built before anything heavy loads, so a bad URL or timeout is refused at once. The
     # embedder is lazy, and the memory's own embedder shares the one loaded model.
@@ -162,9 +162,9 @@ async def _converse(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    from kernel.engine import AffectEngine
-    from plugin.memory.effects import MemoryTurnEffects
-    from plugin.state.location import state_store_label
+    from affect_memory.kernel.engine import AffectEngine
+    from affect_memory.memory.effects import MemoryTurnEffects
+    from affect_memory.state.location import state_store_label
 
     effects = MemoryTurnEffects(memory, user_id=user_id)
     async with model:

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel.engine import DEFAULT_ENGINE_LIMITS
-from kernel.errors import InvalidInputError, shown
-from plugin.errors import QueryFileError
-from plugin.jsonl import read_jsonl
+from affect_memory.errors import QueryFileError
+from affect_memory.jsonl import read_jsonl
+from affect_memory.kernel.engine import DEFAULT_ENGINE_LIMITS
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 if TYPE_CHECKING:
-    from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.gate.evaluation import EvaluationReport
+    from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.gate.evaluation import EvaluationReport
 
 __all__ = ["register", "run"]
 
@@ -129,7 +129,7 @@ def _short(text: str) -> str:
 
 
 def _format_report(report: EvaluationReport) -> str:
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     parts = [f"accuracy {report.accuracy:.3f} ({report.correct}/{report.total})"]
     for name, (correct, total) in report.groups.items():
@@ -163,8 +163,8 @@ def _format_report(report: EvaluationReport) -> str:
 
 
 def _build_gate(args: argparse.Namespace) -> EmbeddingIntentGate:
-    from plugin.gate.classifier import EmbeddingIntentGate
-    from plugin.gate.exemplars import load_exemplars
+    from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.gate.exemplars import load_exemplars
 
     exemplars = load_exemplars(args.exemplars) if args.exemplars is not None else None
     return EmbeddingIntentGate(exemplars=exemplars)
@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         for text, prediction in zip(texts, predictions, strict=True):
             print(json.dumps(prediction.to_json(text), ensure_ascii=False))
         return 0
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     if args.text is not None:
         prediction = predictions[0]
@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_evaluate(args: argparse.Namespace, gate: EmbeddingIntentGate) -> int:
-    from plugin.gate.evaluation import evaluate
+    from affect_memory.gate.evaluation import evaluate
 
     texts, intents, splits = _read_labelled(args.evaluate, gate.labels)
     report = evaluate(gate, texts, intents, splits if any(s is not None for s in splits) else None)

@@ -28,8 +28,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Validate every file, run them, print the report; 1 when anything failed."""
-    from plugin.conformance.report import format_report
-    from plugin.conformance.runner import run_conformance
+    from affect_memory.conformance.report import format_report
+    from affect_memory.conformance.runner import run_conformance
 
     report = run_conformance([Path(path) for path in args.paths])
     if args.json:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from plugin.cli.store_options import default_data_dir
+from affect_memory.cli.store_options import default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -52,15 +52,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=Path,
         default=None,
         metavar="FILE.jsonl",
-        help="memories to ingest (default: the bundled fixtures/sample_memories.jsonl)",
+        help="memories to ingest (default: the bundled sample memories)",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo and print it."""
-    from plugin.cli.demo import SAMPLE_MEMORIES, run_demo
-    from plugin.state.location import STATE_ENV
+    from affect_memory.cli.demo import SAMPLE_MEMORIES, run_demo
+    from affect_memory.state.location import STATE_ENV
 
     state, source = args.state, "--state"
     if state is None and os.environ.get(STATE_ENV):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from plugin.cli.store_options import add_store_arguments, open_memory
+from affect_memory.cli.store_options import add_store_arguments, open_memory
 
 __all__ = ["register", "run"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from plugin.cli.store_options import add_store_arguments, open_memory
+from affect_memory.cli.store_options import add_store_arguments, open_memory
 
 __all__ = ["register", "run"]
 
@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Validate the whole file first, then write; print what was stored."""
-    from plugin.memory.batches import read_records
+    from affect_memory.memory.batches import read_records
 
     records = read_records(args.file)
     progress = False if args.no_progress else None

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sys
 
-from plugin.cli.store_options import (
+from affect_memory.cli.store_options import (
     add_state_argument,
     add_store_arguments,
     default_data_dir,
@@ -45,9 +45,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin."""
-    from kernel.errors import shown
-    from plugin.errors import StoreError
-    from plugin.memory.location import parse_location
+    from affect_memory.errors import StoreError
+    from affect_memory.kernel.errors import shown
+    from affect_memory.memory.location import parse_location
 
     if args.chroma is not None and parse_location(args.chroma).kind != "http":
         raise StoreError(
@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    from plugin.integrations.mcp_server import build_server
-    from plugin.integrations.mcp_tools import ServerConfig
+    from affect_memory.integrations.mcp_server import build_server
+    from affect_memory.integrations.mcp_tools import ServerConfig
 
     config = ServerConfig(
         data_dir=args.data_dir or default_data_dir(),

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from plugin.cli.store_options import add_store_arguments, default_data_dir
+from affect_memory.cli.store_options import add_store_arguments, default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -53,9 +53,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Migrate, then print one line (or the JSON report)."""
-    from plugin.errors import StoreError
-    from plugin.memory.location import parse_location
-    from plugin.memory.migrate import MIGRATION_PAGE, migrate_store
+    from affect_memory.errors import StoreError
+    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.migrate import MIGRATION_PAGE, migrate_store
 
     if args.chroma is not None and args.store is not None:
         raise StoreError("pass --chroma URL or --store DIR, not both")

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from plugin.cli.store_options import add_store_arguments, open_memory
-from plugin.jsonl import read_jsonl
+from affect_memory.cli.store_options import add_store_arguments, open_memory
+from affect_memory.jsonl import read_jsonl
 
 __all__ = ["register", "run"]
 
@@ -81,9 +81,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _batch(path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
     """The queries of a ``--queries`` file, and each line's labels: its keys that are not
     query fields (a probe's "current" and "stale" ids), echoed with its result."""
-    from kernel.errors import InvalidInputError
-    from plugin.memory.problems import problems_message
-    from plugin.memory.results import RecallQuery, collect_recall_queries
+    from affect_memory.kernel.errors import InvalidInputError
+    from affect_memory.memory.problems import problems_message
+    from affect_memory.memory.results import RecallQuery, collect_recall_queries
 
     problems: list[str] = []
     labels: list[dict[str, Any]] = []
@@ -111,7 +111,7 @@ def _short(text: str) -> str:
 
 
 def _print_table(result: Any) -> None:
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     print(f"{result.query!r} for {result.user_id} at {result.now}")
     if not result.results:
@@ -141,9 +141,9 @@ def _print_table(result: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Recall one query (table or JSON) or a batch (JSON lines)."""
-    from kernel.errors import InvalidInputError
-    from plugin.memory.settings import load_recall_settings
-    from plugin.memory.timestamps import normalize_timestamp
+    from affect_memory.kernel.errors import InvalidInputError
+    from affect_memory.memory.settings import load_recall_settings
+    from affect_memory.memory.timestamps import normalize_timestamp
 
     if (args.query is None) == (args.queries is None):
         raise InvalidInputError("give either QUERY (with --user-id) or --queries FILE.jsonl")

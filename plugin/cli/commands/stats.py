@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from plugin.cli.store_options import add_store_arguments, open_memory
+from affect_memory.cli.store_options import add_store_arguments, open_memory
 
 __all__ = ["register", "run"]
 
@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Print the stats as a table or JSON."""
-    from plugin.cli.formatting import format_table
+    from affect_memory.cli.formatting import format_table
 
     with open_memory(args, create=False) as memory:
         stats = memory.stats()

@@ -8,9 +8,9 @@ write keeps the index consistent through a crash), ``memory_index`` (``MemoryInd
 ``opening`` (where an index lives).
 """
 
-from plugin.memory.index.lexical import LexicalHits
-from plugin.memory.index.memory_index import IndexAudit, MemoryIndex
-from plugin.memory.index.rehearsal import RecallOutcome, Rehearsal
-from plugin.memory.index.sync import SyncReport
+from affect_memory.memory.index.lexical import LexicalHits
+from affect_memory.memory.index.memory_index import IndexAudit, MemoryIndex
+from affect_memory.memory.index.rehearsal import RecallOutcome, Rehearsal
+from affect_memory.memory.index.sync import SyncReport
 
 __all__ = ["IndexAudit", "LexicalHits", "MemoryIndex", "RecallOutcome", "Rehearsal", "SyncReport"]

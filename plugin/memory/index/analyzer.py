@@ -8,7 +8,7 @@ prepositions and wh-words) are dropped before stemming, and the rest go through 
 English stemmer (Porter2: ``researched`` and ``research`` meet, so do ``lose`` and ``losing``).
 
 ``ANALYZER`` names this exact behaviour; an index records it, and a user indexed with another
-analyzer is re-indexed from Chroma (see ``plugin.memory.index.sync``).
+analyzer is re-indexed from Chroma (see ``affect_memory.memory.index.sync``).
 """
 
 from __future__ import annotations

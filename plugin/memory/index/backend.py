@@ -1,8 +1,8 @@
 """What the index needs of a database: short transactions, the same SQL, and per-user locks.
 
-Two backends implement it, ``plugin.memory.index.sqlite_backend`` (a file or a process-shared
-in-memory database) and ``plugin.memory.index.postgres_backend``. Both run the statements of
-``plugin.memory.index.schema`` unchanged; ``Tx`` is the one cursor the index's code sees.
+Two backends implement it, ``affect_memory.memory.index.sqlite_backend`` (a file or a process-shared
+in-memory database) and ``affect_memory.memory.index.postgres_backend``. Both run the statements of
+``affect_memory.memory.index.schema`` unchanged; ``Tx`` is the one cursor the index's code sees.
 
 A *user lock* serialises the writers of one user's memories across threads, processes and,
 on PostgreSQL, hosts, for the length of a write (journal, Chroma, journal). It belongs to

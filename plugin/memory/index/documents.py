@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from kernel.errors import shown
-from plugin.errors import StoreError
-from plugin.memory.index.analyzer import ANALYZER, document_terms
-from plugin.memory.index.backend import Tx
-from plugin.memory.index.schema import in_chunks, placeholders
-from plugin.memory.records import MAX_RECALL_COUNT, MemoryRecord
-from plugin.memory.timestamps import MAX_EPOCH
+from affect_memory.errors import StoreError
+from affect_memory.kernel.errors import shown
+from affect_memory.memory.index.analyzer import ANALYZER, document_terms
+from affect_memory.memory.index.backend import Tx
+from affect_memory.memory.index.schema import in_chunks, placeholders
+from affect_memory.memory.records import MAX_RECALL_COUNT, MemoryRecord
+from affect_memory.memory.timestamps import MAX_EPOCH
 
 __all__ = [
     "ALL_DOCS",
@@ -162,7 +162,7 @@ def doc_from_record(
     """
     last_epoch = None
     if record.last_recalled_at is not None:
-        from plugin.memory.timestamps import normalize_timestamp
+        from affect_memory.memory.timestamps import normalize_timestamp
 
         last_epoch = normalize_timestamp(record.last_recalled_at).epoch
     return IndexedDoc(
@@ -185,7 +185,7 @@ def _storable(text: str, fields: RankedFields) -> RankedFields | None:
 
 def _ranked_stored(text: object, meta: Mapping[str, Any]) -> RankedFields | None:
     """The ranked fields of a stored row that ranking could score, else None."""
-    from plugin.memory.rows import row_problem
+    from affect_memory.memory.rows import row_problem
 
     owner = meta.get("user_id")
     if not isinstance(text, str) or not isinstance(owner, str) or row_problem(text, meta):

@@ -12,7 +12,7 @@ each transaction is whole, Chroma's call is whole. Whoever next holds the user's
 writer, the opening of a store, a first query) reconciles them by asking Chroma: an id it
 does not hold is removed from the index, an id it holds is indexed with Chroma's text, and
 with the announced counts when Chroma's row is the announced one (see
-``plugin.memory.index.sync``). An entry is only reconciled by a holder of the user's lock,
+``affect_memory.memory.index.sync``). An entry is only reconciled by a holder of the user's lock,
 so a live writer's entries are never taken for a dead one's.
 
 A Chroma call that timed out may still land later (a server finishes what it received), so
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plugin.memory.index.backend import Tx
-from plugin.memory.index.documents import text_hash
-from plugin.memory.index.schema import in_chunks, placeholders
-from plugin.memory.records import MemoryRecord
+from affect_memory.memory.index.backend import Tx
+from affect_memory.memory.index.documents import text_hash
+from affect_memory.memory.index.schema import in_chunks, placeholders
+from affect_memory.memory.records import MemoryRecord
 
 __all__ = [
     "AMBIGUOUS_GRACE",

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plugin.memory.index.analyzer import query_terms
-from plugin.memory.index.backend import Tx
-from plugin.memory.index.bm25 import TermPostings, idf, postings_of, score_terms
-from plugin.memory.index.documents import ALL_DOCS
-from plugin.memory.index.schema import in_chunks, placeholders
+from affect_memory.memory.index.analyzer import query_terms
+from affect_memory.memory.index.backend import Tx
+from affect_memory.memory.index.bm25 import TermPostings, idf, postings_of, score_terms
+from affect_memory.memory.index.documents import ALL_DOCS
+from affect_memory.memory.index.schema import in_chunks, placeholders
 
 __all__ = ["CACHE_POSTINGS", "LexicalHits", "PostingsCache", "document_frequencies", "search"]
 
@@ -304,7 +304,7 @@ def document_frequencies(
     tx: Tx, key: int, terms: Sequence[str], cache: PostingsCache | None = None
 ) -> tuple[int, list[int]]:
     """How many memories user ``key`` has, and how many of them hold each of ``terms``
-    (search terms, as ``plugin.memory.index.analyzer.words`` makes them)."""
+    (search terms, as ``affect_memory.memory.index.analyzer.words`` makes them)."""
     totals = _user_totals(tx, key)
     if totals is None or not totals[0] or not terms:
         return (0 if totals is None else int(totals[0] or 0)), [0] * len(terms)

@@ -20,24 +20,29 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from kernel.errors import InvalidInputError, shown
-from plugin.memory.collections import UserCollections
-from plugin.memory.index.backend import Backend, Tx
-from plugin.memory.index.documents import ensure_user
-from plugin.memory.index.journal import entries
-from plugin.memory.index.lexical import LexicalHits, PostingsCache, document_frequencies, search
-from plugin.memory.index.rehearsal import (
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.index.backend import Backend, Tx
+from affect_memory.memory.index.documents import ensure_user
+from affect_memory.memory.index.journal import entries
+from affect_memory.memory.index.lexical import (
+    LexicalHits,
+    PostingsCache,
+    document_frequencies,
+    search,
+)
+from affect_memory.memory.index.rehearsal import (
     RecallOutcome,
     Rehearsal,
     read_rehearsal,
     record_recalls,
 )
-from plugin.memory.index.schema import user_key
-from plugin.memory.index.session import WriteSession
-from plugin.memory.index.sync import SyncReport, backfill, index_held, reconcile
-from plugin.memory.layout import user_collection_name
-from plugin.memory.results import check_ids, check_user
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
+from affect_memory.memory.index.schema import user_key
+from affect_memory.memory.index.session import WriteSession
+from affect_memory.memory.index.sync import SyncReport, backfill, index_held, reconcile
+from affect_memory.memory.layout import user_collection_name
+from affect_memory.memory.results import check_ids, check_user
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT", "INDEX_STAGES", "IndexAudit", "MemoryIndex"]
 

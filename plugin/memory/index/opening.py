@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from plugin.data_dir import DATA_DIR_ENV, default_data_dir
-from plugin.errors import StoreError
-from plugin.memory.index.backend import Backend
-from plugin.memory.location import IN_MEMORY, StoreLocation
+from affect_memory.data_dir import DATA_DIR_ENV, default_data_dir
+from affect_memory.errors import StoreError
+from affect_memory.memory.index.backend import Backend
+from affect_memory.memory.location import IN_MEMORY, StoreLocation
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -56,7 +56,7 @@ class IndexTarget:
             return IN_MEMORY
         if self.kind == "file":
             return str(self.path)
-        from plugin.state.location import redacted
+        from affect_memory.state.location import redacted
 
         return f"{redacted(self.url or '')} (schema {self.schema})"
 
@@ -72,7 +72,7 @@ def _default(location: StoreLocation) -> IndexTarget:
 
 
 def _postgres(spec: str) -> IndexTarget:
-    from plugin.memory.index.postgres_backend import DEFAULT_SCHEMA
+    from affect_memory.memory.index.postgres_backend import DEFAULT_SCHEMA
 
     parts = urlsplit(spec)
     query = parse_qsl(parts.query, keep_blank_values=True)
@@ -105,7 +105,7 @@ def resolve_index(spec: str | os.PathLike[str] | None, location: StoreLocation) 
             )
         return IndexTarget("file", path=Path(spec[len("sqlite:///") :]).expanduser())
     if "://" in spec:
-        from plugin.state.location import redacted
+        from affect_memory.state.location import redacted
 
         raise StoreError(
             "index must be postgresql://..., sqlite:///PATH, a path or ':memory:', got "
@@ -120,10 +120,10 @@ def resolve_index(spec: str | os.PathLike[str] | None, location: StoreLocation) 
 def open_backend(target: IndexTarget, *, lock_timeout: float) -> Backend:
     """Open (creating and migrating) the database ``target`` names."""
     if target.kind == "postgresql":
-        from plugin.memory.index.postgres_backend import PostgresBackend
+        from affect_memory.memory.index.postgres_backend import PostgresBackend
 
         assert target.url is not None and target.schema is not None
         return PostgresBackend(target.url, schema=target.schema, lock_timeout=lock_timeout)
-    from plugin.memory.index.sqlite_backend import SQLiteBackend
+    from affect_memory.memory.index.sqlite_backend import SQLiteBackend
 
     return SQLiteBackend(target.path if target.kind == "file" else None)

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from kernel.errors import AffectMemoryError
-from plugin.errors import StoreError, StoreUnavailableError
-from plugin.memory.index.backend import BackendKind
-from plugin.memory.index.schema import migrate
+from affect_memory.errors import StoreError, StoreUnavailableError
+from affect_memory.kernel.errors import AffectMemoryError
+from affect_memory.memory.index.backend import BackendKind
+from affect_memory.memory.index.schema import migrate
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresBackend"]
 
@@ -104,20 +104,20 @@ class PostgresBackend:
             from psycopg.conninfo import conninfo_to_dict
             from psycopg_pool import ConnectionPool
         except ImportError:
-            from plugin.errors import MissingExtraError
+            from affect_memory.errors import MissingExtraError
 
             raise MissingExtraError(
                 "a PostgreSQL memory index needs psycopg 3 and psycopg-pool: "
                 "pip install 'affect-memory[postgres]'"
             ) from None
-        from plugin.state.postgres_connections import (
+        from affect_memory.state.postgres_connections import (
             configure,
             connect_first,
             display,
             one_line,
             redacted,
         )
-        from plugin.state.postgres_schema import SCHEMA_NAME
+        from affect_memory.state.postgres_schema import SCHEMA_NAME
 
         if not SCHEMA_NAME.fullmatch(schema):
             raise StoreError(

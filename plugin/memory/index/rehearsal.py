@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from plugin.memory.index.backend import Tx
-from plugin.memory.index.schema import in_chunks, placeholders
-from plugin.memory.records import MAX_RECALL_COUNT
+from affect_memory.memory.index.backend import Tx
+from affect_memory.memory.index.schema import in_chunks, placeholders
+from affect_memory.memory.records import MAX_RECALL_COUNT
 
 __all__ = ["IndexedFields", "RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
 

@@ -17,7 +17,7 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
 * ``index_postings``: ``(term, document, tf, length)``, what BM25 scores;
 * ``index_recalls``: ``(document, turn id)``, each turn's recall counted once per memory;
 * ``index_journal``: writes announced but not yet known to have reached Chroma, one per
-  memory id, reconciled against Chroma after a crash (``plugin.memory.index.journal``);
+  memory id, reconciled against Chroma after a crash (``affect_memory.memory.index.journal``);
 * ``index_changes``: which documents each change of a user's postings touched, by the
   user's ``generation`` (so a process's cache of postings catches up, ``lexical``);
 * ``index_schema_version``: one row per applied migration.
@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from plugin.memory.index.backend import Tx
+    from affect_memory.memory.index.backend import Tx
 
 __all__ = [
     "IN_CHUNK",
@@ -177,7 +177,7 @@ def migrate(tx: Tx, *, where: str) -> None:
     The caller holds the index exclusively for ``tx`` (SQLite's write lock, PostgreSQL's
     advisory lock), so opening from many processes at once migrates once.
     """
-    from plugin.errors import StoreError
+    from affect_memory.errors import StoreError
 
     present = tx.existing_tables([*TABLES, "index_schema_version"])
     if present and "index_schema_version" not in present:

@@ -3,7 +3,7 @@
 ``MemoryIndex.writing`` opens one around every Chroma write of a user (``BatchWriter``'s
 add and upsert and their undo, ``forget``). On entry it takes the user's lock and settles
 whatever an earlier writer left (journal entries, a missing backfill); each change is then
-announced, made in Chroma by the caller, and settled (``plugin.memory.index.journal``). If
+announced, made in Chroma by the caller, and settled (``affect_memory.memory.index.journal``). If
 the block fails between an announcement and its settlement, the exit reconciles the open
 entries against Chroma at once, or, when Chroma's answer may still change (a timeout: the
 call may land later), leaves them for ``AMBIGUOUS_GRACE`` seconds.
@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from kernel.errors import shown
-from plugin.errors import StoreUnavailableError
-from plugin.memory.index.backend import Tx
-from plugin.memory.index.documents import doc_from_record, put_docs, remove_docs
-from plugin.memory.index.journal import (
+from affect_memory.errors import StoreUnavailableError
+from affect_memory.kernel.errors import shown
+from affect_memory.memory.index.backend import Tx
+from affect_memory.memory.index.documents import doc_from_record, put_docs, remove_docs
+from affect_memory.memory.index.journal import (
     AMBIGUOUS_GRACE,
     Entry,
     announce,
@@ -30,11 +30,11 @@ from plugin.memory.index.journal import (
     settle,
     write_intent,
 )
-from plugin.memory.index.sync import Counts, reconcile, stored_rows
-from plugin.memory.records import MemoryRecord
+from affect_memory.memory.index.sync import Counts, reconcile, stored_rows
+from affect_memory.memory.records import MemoryRecord
 
 if TYPE_CHECKING:
-    from plugin.memory.index.memory_index import MemoryIndex
+    from affect_memory.memory.index.memory_index import MemoryIndex
 
 __all__ = ["WriteSession"]
 
@@ -185,7 +185,7 @@ class WriteSession:
 
     def counts(self, ids: Sequence[str]) -> dict[str, Counts]:
         """The index's counts of those ``ids`` it holds (read under the session's lock)."""
-        from plugin.memory.index.rehearsal import read_rehearsal
+        from affect_memory.memory.index.rehearsal import read_rehearsal
 
         wanted = list(ids)
         if not wanted:

@@ -22,10 +22,10 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from kernel.errors import AffectMemoryError
-from plugin.errors import StoreError, StoreUnavailableError
-from plugin.memory.index.backend import BackendKind
-from plugin.memory.index.schema import migrate, placeholders
+from affect_memory.errors import StoreError, StoreUnavailableError
+from affect_memory.kernel.errors import AffectMemoryError
+from affect_memory.memory.index.backend import BackendKind
+from affect_memory.memory.index.schema import migrate, placeholders
 
 __all__ = ["SQLiteBackend"]
 
@@ -102,7 +102,7 @@ class SQLiteBackend:
                 self._memory.holders += 1
             self._lock_files = None
         else:
-            from plugin.state.file_locks import FileLocks
+            from affect_memory.state.file_locks import FileLocks
 
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,8 +201,8 @@ class SQLiteBackend:
             finally:
                 held.release()
             return
-        from kernel.errors import StateStoreError
-        from plugin.state.file_locks import release
+        from affect_memory.kernel.errors import StateStoreError
+        from affect_memory.state.file_locks import release
 
         assert self._lock_files is not None
         try:
@@ -228,7 +228,7 @@ class SQLiteBackend:
                 if got:
                     held.release()
             return
-        from plugin.state.file_locks import release
+        from affect_memory.state.file_locks import release
 
         assert self._lock_files is not None
         fd = self._lock_files.lock(self._lock_files.path_for(name), wait=False)

@@ -1,10 +1,10 @@
 """Bringing one user's index in line with their Chroma collection: reconcile and backfill.
 
-Both run under the user's lock (``plugin.memory.index.backend``), so no writer of that user
+Both run under the user's lock (``affect_memory.memory.index.backend``), so no writer of that user
 is between its journal and Chroma meanwhile.
 
 * ``reconcile`` settles journal entries a killed (or failed) writer left: per id, Chroma's
-  row decides (see ``plugin.memory.index.journal``).
+  row decides (see ``affect_memory.memory.index.journal``).
 * ``backfill`` indexes what Chroma holds and the index lacks: a store written before the
   index existed, a collection migrated or adopted from elsewhere, rows written by another
   tool. It compares counts first (one call each), and only when they differ (or the user was
@@ -23,20 +23,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernel.errors import shown
-from plugin.memory.collections import UserCollections
-from plugin.memory.index.analyzer import ANALYZER
-from plugin.memory.index.backend import Backend, Tx
-from plugin.memory.index.documents import (
+from affect_memory.kernel.errors import shown
+from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.index.analyzer import ANALYZER
+from affect_memory.memory.index.backend import Backend, Tx
+from affect_memory.memory.index.documents import (
     IndexedDoc,
     doc_from_stored,
     put_docs,
     remove_docs,
     remove_user_docs,
 )
-from plugin.memory.index.journal import Entry, matches, settle
-from plugin.memory.index.journal import entries as journal_entries
-from plugin.memory.timestamps import normalize_timestamp
+from affect_memory.memory.index.journal import Entry, matches, settle
+from affect_memory.memory.index.journal import entries as journal_entries
+from affect_memory.memory.timestamps import normalize_timestamp
 
 __all__ = ["PAGE", "Counts", "SyncReport", "backfill", "index_held", "reconcile", "stored_rows"]
 

@@ -4,9 +4,9 @@ An update is worded as a change ("I moved to Berlin", "I switched from mate to c
 "I no longer smoke", "now I swim instead"), while the fact it replaces was stated plainly ("I
 live in Lisbon"). So for a question about the present, a memory that reports a change is the
 likelier answer, and the current-state rule gives its relevance a small gain
-(the settings' ``change_gain``, ``plugin.memory.recall.time_rule.state_similarity``).
+(the settings' ``change_gain``, ``affect_memory.memory.recall.time_rule.state_similarity``).
 
-``CHANGE_CUES`` (the lexicon's ``change_cues``, ``plugin.memory.recall.lexicon``) is generic
+``CHANGE_CUES`` (the lexicon's ``change_cues``, ``affect_memory.memory.recall.lexicon``) is generic
 English: a move or switch (moved, relocated, switched, changed), an
 end (quit, stopped, left, sold, gave up, got rid of, broke up, split up, retired, no longer,
 anymore), a start (started, took up, adopted, joined, bought, new), or a present contrast
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from plugin.memory.recall.lexicon import load_lexicon
+from affect_memory.memory.recall.lexicon import load_lexicon
 
 __all__ = ["CHANGE_CUES", "change_word"]
 

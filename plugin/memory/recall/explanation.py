@@ -1,10 +1,10 @@
 """Recall's ranking: stored rows through the kernel's one ranking path, out as ``RecallHit``s.
 
-The rows' columns go to ``kernel.batch.rank_columns`` as they are, the path an engine turn's
-candidates take too, so a recall and a turn over the same memories give the same bits.
+The rows' columns go to ``affect_memory.kernel.batch.rank_columns`` as they are, the path an engine
+turn's candidates take too, so a recall and a turn over the same memories give the same bits.
 ``rank_rows`` ranks rows as Chroma returned them, aged by the calendar (the dense recall);
-``explained_hits`` turns a hybrid ranking (``plugin.memory.recall.pipeline``) into hits that carry
-what each similarity was made of and why each memory was aged as it was.
+``explained_hits`` turns a hybrid ranking (``affect_memory.memory.recall.pipeline``) into hits that
+carry what each similarity was made of and why each memory was aged as it was.
 """
 
 from __future__ import annotations
@@ -16,11 +16,15 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from kernel.batch import RankedColumns, rank_columns
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, SECONDS_PER_DAY, RetrievalWeights
-from plugin.memory.recall.plan import PlanKind
-from plugin.memory.results import RecallHit, Relevance
-from plugin.memory.rows import StoredRows
+from affect_memory.kernel.batch import RankedColumns, rank_columns
+from affect_memory.kernel.retrieval import (
+    DEFAULT_RETRIEVAL_WEIGHTS,
+    SECONDS_PER_DAY,
+    RetrievalWeights,
+)
+from affect_memory.memory.recall.plan import PlanKind
+from affect_memory.memory.results import RecallHit, Relevance
+from affect_memory.memory.rows import StoredRows
 
 __all__ = ["CALENDAR_RULE", "Explanation", "explained_hits", "rank_rows"]
 

@@ -8,7 +8,7 @@ the same part of a life (work), and the small embedding model tells that apart b
 it matches a question to its answer. So the current-state rule adds to a memory's cosine
 the settings' ``topic_weight`` times its *topic agreement* with the query.
 
-``LIFE_TOPICS`` (the lexicon's ``life_topics``, ``plugin.memory.recall.lexicon``) is a
+``LIFE_TOPICS`` (the lexicon's ``life_topics``, ``affect_memory.memory.recall.lexicon``) is a
 generic, hand-written list of life domains (home, work, partner, food,
 health, transport, ...), each described by a few short phrases, written from general
 knowledge rather than from any data set's questions. A text's topic is the softmax of its
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from plugin.memory.recall.lexicon import load_lexicon
-from plugin.models.embeddings import Embedder, check_embeddings, group_centroids
+from affect_memory.memory.recall.lexicon import load_lexicon
+from affect_memory.models.embeddings import Embedder, check_embeddings, group_centroids
 
 __all__ = ["LIFE_TOPICS", "TopicSpace", "topic_phrases"]
 

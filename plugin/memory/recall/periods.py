@@ -6,7 +6,7 @@ is the span a query names, as epoch seconds ``(start, end)`` with the end exclus
 "yesterday", "today", "last/this week|month|year" and "N days/weeks/months/years ago" (give or
 take a quarter of N). A bare month or weekday without a year names nothing (it is ambiguous).
 The words that say whether a query asks about now or the past are the query analyser's
-lexicon (``plugin.memory.recall.plan``).
+lexicon (``affect_memory.memory.recall.plan``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from kernel.retrieval import SECONDS_PER_DAY
+from affect_memory.kernel.retrieval import SECONDS_PER_DAY
 
 __all__ = ["days_from_period", "named_period"]
 

@@ -1,23 +1,23 @@
 """One user's planned queries from candidate pool to ranked, explained memories.
 
-For each query and its plan (``plugin.memory.recall.plan``; ``RecallSettings`` holds every
+For each query and its plan (``affect_memory.memory.recall.plan``; ``RecallSettings`` holds every
 constant):
 
 1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
    lexical index's ``lexical_candidates`` best BM25 matches of the plan's ``match_text``, their
    cosine from the embeddings the index holds (Chroma's ``get`` only for those it lacks;
-   ``plugin.memory.recall.pool``);
+   ``affect_memory.memory.recall.pool``);
 2. **relevance**, on an absolute scale: fused, ``w * share + (1 - w) * max(0, cosine)``
-   (``plugin.memory.recall.fusion``), or for a current-state plan the cosine blended with the
+   (``affect_memory.memory.recall.fusion``), or for a current-state plan the cosine blended with the
    member's cosine with the query's closest member (``feedback``) and the share of the query
    matched, plus the weighted topic agreement with the query (``life_topics``), times the
    change gain for a memory whose text reports a change (``change_cues``), the last two
    scaled by the memory's length (``time_rule.state_similarity``); a member the index holds
    no text of is bounded as if it reported a change until its row is read;
-3. **age**: the plan's time rule (``plugin.memory.recall.time_rule``) gives each memory the age
-   recency is scored at;
+3. **age**: the plan's time rule (``affect_memory.memory.recall.time_rule``) gives each memory the
+   age recency is scored at;
 4. **rank**: the kernel's ``rank_columns`` with the settings' weights, over only the members
-   that can reach the top (``plugin.memory.recall.pruning``), with the recall counts of the
+   that can reach the top (``affect_memory.memory.recall.pruning``), with the recall counts of the
    index, which owns them. The index also holds what ranking reads of each memory's Chroma
    row (text, timestamp, significance, valence, episode), so those rows come from the index,
    through the same checks; Chroma is read (documents and metadata) only for a member the
@@ -40,18 +40,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kernel.batch import RankedColumns, rank_columns
-from kernel.engine import StageObserver
-from kernel.models import MemoryCandidate
-from kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
-from plugin.memory.collections import UserCollections
-from plugin.memory.recall.change_cues import change_word
-from plugin.memory.recall.explanation import CALENDAR_RULE, Explanation, explained_hits
-from plugin.memory.recall.feedback import closest_feedback
-from plugin.memory.recall.fusion import fuse
-from plugin.memory.recall.life_topics import TopicSpace
-from plugin.memory.recall.plan import QueryPlan
-from plugin.memory.recall.pool import (
+from affect_memory.kernel.batch import RankedColumns, rank_columns
+from affect_memory.kernel.engine import StageObserver
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
+from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.recall.change_cues import change_word
+from affect_memory.memory.recall.explanation import CALENDAR_RULE, Explanation, explained_hits
+from affect_memory.memory.recall.feedback import closest_feedback
+from affect_memory.memory.recall.fusion import fuse
+from affect_memory.memory.recall.life_topics import TopicSpace
+from affect_memory.memory.recall.plan import QueryPlan
+from affect_memory.memory.recall.pool import (
     MemoryIndexReads,
     QueryPool,
     Rehearsal,
@@ -60,17 +60,22 @@ from plugin.memory.recall.pool import (
     index_vectors,
     with_lexical,
 )
-from plugin.memory.recall.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
-from plugin.memory.recall.time_rule import (
+from affect_memory.memory.recall.pruning import (
+    RankedPrefix,
+    first_fetch,
+    rank_exactly,
+    score_ceilings,
+)
+from affect_memory.memory.recall.time_rule import (
     cue_scales,
     rule_ages,
     rule_anchor,
     rule_reasons,
     state_similarity,
 )
-from plugin.memory.results import RecallHit
-from plugin.memory.rows import StoredRows, rows_from_query
-from plugin.memory.settings import RecallSettings
+from affect_memory.memory.results import RecallHit
+from affect_memory.memory.rows import StoredRows, rows_from_query
+from affect_memory.memory.settings import RecallSettings
 
 __all__ = ["HybridRecall", "RankedQuery"]
 
@@ -126,7 +131,7 @@ class RankedQuery:
         """The ranked memories as the kernel scored them, best first: each candidate carries
         Chroma's cosine distance and its rule's age (``age_days``), and the score its
         relevance (``similarity``), recency, salience and congruence. What an engine turn
-        takes as it is (``kernel.protocols.RankedRetriever``)."""
+        takes as it is (``affect_memory.kernel.protocols.RankedRetriever``)."""
         scores = self.ranked.scores
         return tuple(
             ScoredCandidate.model_construct(

@@ -46,10 +46,10 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Literal, Protocol
 
-from kernel.errors import InvalidInputError, shown
-from plugin.memory.index.analyzer import words
-from plugin.memory.recall.lexicon import load_lexicon
-from plugin.memory.recall.periods import named_period
+from affect_memory.kernel.errors import InvalidInputError, shown
+from affect_memory.memory.index.analyzer import words
+from affect_memory.memory.recall.lexicon import load_lexicon
+from affect_memory.memory.recall.periods import named_period
 
 __all__ = [
     "LexiconAnalyser",

@@ -2,15 +2,15 @@
 
 Dense candidates come from one Chroma query per user (every query vector at once) that
 returns ids and distances only: documents and metadata are fetched later, and only for the
-members that can reach the top (``plugin.memory.recall.pruning``). Lexical candidates come from the
-memory's index (``lexical_search``, BM25 over the user's own memories).
+members that can reach the top (``affect_memory.memory.recall.pruning``). Lexical candidates come
+from the memory's index (``lexical_search``, BM25 over the user's own memories).
 
 Members the index found but Chroma did not get their cosine from the embedding the index
 holds of them, read in the lexical search's own snapshot. Only a member whose embedding the
 index lacks (written before it kept them) or holds of another dimension than the query's, or
 whose write or forget is in flight (a pending journal entry), is read from Chroma by id,
 embeddings only. Either way the cosine is computed from the values Chroma's client returned
-(``plugin.memory.index.documents.embedding_bytes``: an index written through an embedded
+(``affect_memory.memory.index.documents.embedding_bytes``: an index written through an embedded
 client and read through an HTTP one, or the reverse, differs from Chroma's values in their
 last bits), in the index's document order, which is the order Chroma's ``get`` returns them
 in (the index numbers memories as they are written, and a backfill in Chroma's own order; a
@@ -29,8 +29,8 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from kernel.batch import DISTANCE_TOLERANCE
-from plugin.errors import StoreError
+from affect_memory.errors import StoreError
+from affect_memory.kernel.batch import DISTANCE_TOLERANCE
 
 __all__ = [
     "IndexedFields",

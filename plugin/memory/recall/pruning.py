@@ -22,8 +22,8 @@ from typing import Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kernel.batch import score_batch
-from kernel.retrieval import RetrievalWeights
+from affect_memory.kernel.batch import score_batch
+from affect_memory.kernel.retrieval import RetrievalWeights
 
 __all__ = ["RankedPrefix", "first_fetch", "rank_exactly", "score_ceilings"]
 

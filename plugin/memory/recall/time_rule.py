@@ -1,6 +1,6 @@
 """The age each memory is scored at under its query's plan, and the reason each hit prints.
 
-A query's plan (``plugin.memory.recall.plan``) names one of four kinds:
+A query's plan (``affect_memory.memory.recall.plan``) names one of four kinds:
 
 * **period** ("in May 2022", "last week", "3 days ago"): a memory's age is the days between
   it and that period, 0 inside it; relevance is fused (lexical and dense);
@@ -41,10 +41,10 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from kernel.retrieval import SECONDS_PER_DAY
-from plugin.memory.recall.periods import days_from_period
-from plugin.memory.recall.plan import QueryPlan
-from plugin.memory.settings import RecallSettings
+from affect_memory.kernel.retrieval import SECONDS_PER_DAY
+from affect_memory.memory.recall.periods import days_from_period
+from affect_memory.memory.recall.plan import QueryPlan
+from affect_memory.memory.settings import RecallSettings
 
 __all__ = [
     "cue_scales",
@@ -140,8 +140,8 @@ def state_similarity(
     scales: FloatArray | None = None,
 ) -> FloatArray:
     """A current-state query's relevance: the cosine (blended with the closest memory's,
-    ``plugin.memory.recall.feedback``) clipped to [0, 1] and the share of the query the memory
-    matches (``shares``, ``QueryPool.lexical_share``; none: 0) weighted ``1 - w`` and ``w``
+    ``affect_memory.memory.recall.feedback``) clipped to [0, 1] and the share of the query the
+    memory matches (``shares``, ``QueryPool.lexical_share``; none: 0) weighted ``1 - w`` and ``w``
     (``state_lexical_weight``), plus ``topic_weight`` times the topic agreement (``topics``;
     none: 0), times ``1 + change_gain`` where the memory reports a change (``changes``), at
     most 1; the topic term and the gain count at each memory's ``cue_scales`` (none: 1)."""
@@ -172,7 +172,7 @@ def rule_reasons(
     """One line per memory saying why it is scored at its age (and, for the state rule, which
     relevance: ``changes`` holds each memory's change cue, None where it reports none;
     ``topics`` each memory's topic agreement and the query's likeliest topic; ``closest``
-    each memory's cosine with the query's closest memory, ``plugin.memory.recall.feedback``;
+    each memory's cosine with the query's closest memory, ``affect_memory.memory.recall.feedback``;
     ``shares`` the share of the query each matches; ``scales`` each one's ``cue_scales``)."""
     if rule.kind == "period":
         assert rule.period is not None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernel import AffectState, Mood
-from kernel.adapters import InMemoryStateStore
-from kernel.protocols import Message
+from affect_memory.kernel import AffectState, Mood
+from affect_memory.kernel.adapters import InMemoryStateStore
+from affect_memory.kernel.protocols import Message
 from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
 
 

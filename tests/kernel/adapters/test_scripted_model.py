@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kernel import AffectState, DecodingParams, EmotionMap, MemoryCandidate
-from kernel.adapters import ScriptedModel, ScriptedReply, StaticRetriever
-from kernel.protocols import (
+from affect_memory.kernel import AffectState, DecodingParams, EmotionMap, MemoryCandidate
+from affect_memory.kernel.adapters import ScriptedModel, ScriptedReply, StaticRetriever
+from affect_memory.kernel.protocols import (
     GateInput,
     GateResult,
     GenerateInput,
@@ -17,7 +17,7 @@ from kernel.protocols import (
     ModelAdapter,
     RetrievalInput,
 )
-from kernel.ranking import rank_candidates
+from affect_memory.kernel.ranking import rank_candidates
 
 STATE = AffectState()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plugin.bench.engine import REPORTED_STAGES, format_report
+from affect_memory.bench.engine import REPORTED_STAGES, format_report
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "bench", "engine", "--quick", "--json"],
+        [sys.executable, "-m", "affect_memory.cli", "bench", "engine", "--quick", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -57,7 +57,7 @@ def test_the_table_names_every_stage(report: dict[str, Any]) -> None:
 
 def test_a_bad_turn_count_is_a_usage_error() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "bench", "engine", "--turns", "0"],
+        [sys.executable, "-m", "affect_memory.cli", "bench", "engine", "--turns", "0"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -80,7 +80,7 @@ def test_the_engine_bench_measures_a_postgresql_server_in_a_schema_it_drops() ->
     url = server_url()
     with temporary_schema(url) as schema:
         completed = subprocess.run(
-            [sys.executable, "-m", "plugin.cli", "bench", "engine", "--quick", "--json",
+            [sys.executable, "-m", "affect_memory.cli", "bench", "engine", "--quick", "--json",
              "--state", f"{url}?schema={schema}"],
             cwd=ROOT,
             capture_output=True,

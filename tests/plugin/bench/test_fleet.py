@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from plugin.cli import main
-from plugin.state.location import STATE_ENV
+from affect_memory.cli import main
+from affect_memory.state.location import STATE_ENV
 from tests.plugin.state.postgres_fixture import (
     require_psycopg,
     run_sql,

@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-from kernel import AffectEngine, GateResult, InMemoryStateStore, Message, ScriptedModel
-from plugin.bench.fleet_checks import Check, FleetData, verify
-from plugin.bench.fleet_worker import intent_of, message_for, reply_for
+from affect_memory.bench.fleet_checks import Check, FleetData, verify
+from affect_memory.bench.fleet_worker import intent_of, message_for, reply_for
+from affect_memory.kernel import (
+    AffectEngine,
+    GateResult,
+    InMemoryStateStore,
+    Message,
+    ScriptedModel,
+)
 
 START = datetime(2026, 12, 1, 9, tzinfo=UTC)
 CONVERSATIONS = {"conv-00": "user-00", "conv-01": "user-01"}

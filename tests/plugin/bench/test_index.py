@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.bench.index import _sizes, format_report
-from plugin.cli import main
+from affect_memory.bench.index import _sizes, format_report
+from affect_memory.cli import main
+from affect_memory.kernel.errors import InvalidInputError
 
 
 @pytest.fixture(scope="module")

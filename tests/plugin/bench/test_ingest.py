@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from plugin.bench.ingest import format_report
-from plugin.cli import main
+from affect_memory.bench.ingest import format_report
+from affect_memory.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,20 @@ from typing import Any
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.bench.embedding_cache import CachedEmbedder
-from plugin.bench.locomo import DEFAULT_DATA
-from plugin.bench.locomo_data import evidence_ids, load_conversation, load_locomo, turn_id
-from plugin.bench.locomo_metrics import METRICS, age_bucket, format_locomo_report, question_score
-from plugin.bench.plain_bm25 import PlainBm25, plain_tokens
-from plugin.bench.rankers import reciprocal_rank_fusion
-from plugin.cli import main
-from plugin.models.embeddings import Embedder
+from affect_memory.bench.embedding_cache import CachedEmbedder
+from affect_memory.bench.locomo import DEFAULT_DATA
+from affect_memory.bench.locomo_data import evidence_ids, load_conversation, load_locomo, turn_id
+from affect_memory.bench.locomo_metrics import (
+    METRICS,
+    age_bucket,
+    format_locomo_report,
+    question_score,
+)
+from affect_memory.bench.plain_bm25 import PlainBm25, plain_tokens
+from affect_memory.bench.rankers import reciprocal_rank_fusion
+from affect_memory.cli import main
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.models.embeddings import Embedder
 
 CONVERSATION = {
     "speaker_a": "Ann",

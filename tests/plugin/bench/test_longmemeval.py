@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.bench.longmemeval import question_score
-from plugin.bench.longmemeval_data import load_longmemeval
-from plugin.cli import main
+from affect_memory.bench.longmemeval import question_score
+from affect_memory.bench.longmemeval_data import load_longmemeval
+from affect_memory.cli import main
+from affect_memory.kernel.errors import InvalidInputError
 
 DATA = {
     "questions": [

@@ -13,9 +13,9 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from plugin.bench.recall import format_report
-from plugin.cli import main
-from plugin.memory.collections import DEFAULT_HNSW
+from affect_memory.bench.recall import format_report
+from affect_memory.cli import main
+from affect_memory.memory.collections import DEFAULT_HNSW
 
 STAGES = (
     "embed_ms",
@@ -105,7 +105,7 @@ def _row(filter_: str, p95: float, recall: float) -> dict[str, Any]:
     ("p95", "recall", "met"), [(18.7, 0.99, True), (31.0, 0.99, False), (18.7, 0.97, False)]
 )
 def test_the_100k_target_needs_the_p95_and_the_recall(p95: float, recall: float, met: bool) -> None:
-    from plugin.bench.recall_report import targets
+    from affect_memory.bench.recall_report import targets
 
     judged = targets([_row("user", p95, recall), _row("shared", 164.0, 0.995)])["p95_at_100k"]
     assert judged["met"] is met and judged["measured_ms"] == p95

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plugin.cli import main
+from affect_memory.cli import main
 
 
 def run(*argv: str) -> str:

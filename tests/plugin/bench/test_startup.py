@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from plugin.bench.startup import CASES, TARGET_RATIO, TARGETS, format_report
+from affect_memory.bench.startup import CASES, TARGET_RATIO, TARGETS, format_report
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "bench", "startup", "--quick", "--json"],
+        [sys.executable, "-m", "affect_memory.cli", "bench", "startup", "--quick", "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -66,7 +66,7 @@ def test_the_table_names_every_case_and_target(report: dict[str, Any]) -> None:
 
 def test_a_bad_repeat_count_is_a_usage_error() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "bench", "startup", "--repeats", "0"],
+        [sys.executable, "-m", "affect_memory.cli", "bench", "startup", "--repeats", "0"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from plugin.bench.users import format_report
-from plugin.cli import main
+from affect_memory.bench.users import format_report
+from affect_memory.cli import main
 
 
 @pytest.fixture(scope="module")

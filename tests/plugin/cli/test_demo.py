@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.cli import main
-from plugin.cli.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
-from plugin.errors import StoreError
+from affect_memory.cli import main
+from affect_memory.cli.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
+from affect_memory.errors import StoreError
 
 
 @pytest.fixture(scope="module")

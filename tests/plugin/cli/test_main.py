@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-import kernel
-import plugin
-from kernel.errors import InvalidInputError
-from plugin.cli import main
-from plugin.cli.formatting import MAX_ERROR_CHARS, error_line
-from plugin.cli.main import BROKEN_PIPE_STATUS, COMMAND_MODULES
+import affect_memory as plugin
+from affect_memory import kernel
+from affect_memory.cli import main
+from affect_memory.cli.formatting import MAX_ERROR_CHARS, error_line
+from affect_memory.cli.main import BROKEN_PIPE_STATUS, COMMAND_MODULES
+from affect_memory.kernel.errors import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -39,10 +39,10 @@ def test_the_version_is_the_distributions_everywhere(capsys: pytest.CaptureFixtu
 
 
 def test_python_dash_m_plugin_runs_the_cli() -> None:
-    result = _run("-m", "plugin", "--version")
+    result = _run("-m", "affect_memory", "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"affect-memory {version('affect-memory')}\n"
-    usage = _run("-m", "plugin", "recall", "--bogus")
+    usage = _run("-m", "affect_memory", "recall", "--bogus")
     assert usage.returncode == 2
 
 
@@ -87,7 +87,7 @@ def test_a_long_bad_value_comes_back_as_a_short_line(
 
 _PROBE = """
 import json, os, sys
-from plugin.cli import main
+from affect_memory.cli import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exited:
@@ -103,7 +103,7 @@ _MODEL_STACK = ("torch", "transformers", "sentence_transformers", "onnxruntime",
 @pytest.fixture(scope="module")
 def one_memory(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     """A data directory whose store holds one memory of alice's."""
-    from plugin.memory.store import ChromaMemory
+    from affect_memory.memory.store import ChromaMemory
 
     data = tmp_path_factory.mktemp("one-memory")
     with ChromaMemory(data / "chroma", embedder=embedder, progress=False) as memory:
@@ -200,7 +200,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(argv: list[str]) -> No
     os.close(reader)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "plugin", *argv],
+            [sys.executable, "-m", "affect_memory", *argv],
             cwd=ROOT,
             stdout=writer,
             stderr=subprocess.PIPE,

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin.cli import main
-from plugin.data_dir import DATA_DIR_ENV
-from plugin.state.location import STATE_ENV
-from plugin.state.sqlite import SQLiteStateStore
+from affect_memory.cli import main
+from affect_memory.cli.demo import SAMPLE_MEMORIES
+from affect_memory.data_dir import DATA_DIR_ENV
+from affect_memory.state.location import STATE_ENV
+from affect_memory.state.sqlite import SQLiteStateStore
 from tests.plugin.state.postgres_fixture import (
     require_psycopg,
     run_sql,
@@ -117,7 +118,7 @@ def test_a_postgresql_schema_of_a_newer_version_exits_2_with_one_line(
     capsys: pytest.CaptureFixture[str],
     pg_schema: tuple[str, str],
 ) -> None:
-    from plugin.state.postgres import PostgresStateStore
+    from affect_memory.state.postgres import PostgresStateStore
 
     url, schema = pg_schema
     PostgresStateStore(url, schema=schema).close()
@@ -164,13 +165,13 @@ def test_the_demo_commits_to_the_postgresql_schema_the_url_names(
 
 # ---------------------------------------------------------------- --index / $AFFECT_MEMORY_INDEX
 
-SAMPLE = Path(__file__).resolve().parents[3] / "fixtures" / "sample_memories.jsonl"
+SAMPLE = SAMPLE_MEMORIES
 
 
 def test_the_memory_commands_use_the_index_that_index_or_the_environment_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from plugin.memory.index.opening import INDEX_ENV, INDEX_FILE
+    from affect_memory.memory.index.opening import INDEX_ENV, INDEX_FILE
 
     index = tmp_path / "elsewhere" / "index.sqlite3"
     home = ["--data-dir", str(tmp_path)]
@@ -193,7 +194,7 @@ def test_a_bad_index_exits_2_with_one_line_naming_where_it_came_from(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from plugin.memory.index.opening import INDEX_ENV
+    from affect_memory.memory.index.opening import INDEX_ENV
 
     argv = ["stats", "--data-dir", str(tmp_path)]
     if setting == "flag":

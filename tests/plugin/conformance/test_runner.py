@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from kernel.errors import FixtureError
-from plugin.conformance.cases import FUNCTIONS
-from plugin.conformance.runner import matches, parse_fixture, run_fixtures
+from affect_memory.conformance.cases import FUNCTIONS
+from affect_memory.conformance.runner import matches, parse_fixture, run_fixtures
+from affect_memory.kernel.errors import FixtureError
 from tests.kernel.fixture_tools import (
     REFERENCE_TOTAL,
     altered,

@@ -4,14 +4,14 @@ from datetime import timedelta
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from plugin.experiments.corpus import (
+from affect_memory.experiments.corpus import (
     build_corpus,
     candidates_from_hits,
     labelled_from_candidates,
 )
-from plugin.memory.results import RecallHit
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.memory.results import RecallHit
 
 
 def test_the_same_seed_gives_the_same_corpus() -> None:

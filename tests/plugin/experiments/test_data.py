@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.synthetic import generate_regime
+from affect_memory.experiments.data import LabelledQuery, QueryBatch
+from affect_memory.experiments.synthetic import generate_regime
+from affect_memory.kernel.errors import InvalidInputError
 
 
 def _query(size: int, relevant: int, mood: float = 0.0) -> LabelledQuery:

@@ -1,6 +1,6 @@
 """The public surface of plugin.experiments changes only on purpose."""
 
-import plugin.experiments as experiments
+import affect_memory.experiments as experiments
 
 
 def test_exported_members_are_pinned() -> None:

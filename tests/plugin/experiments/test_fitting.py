@@ -5,13 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.fitting import fit_weights, split_queries
-from plugin.experiments.metrics import evaluate
-from plugin.experiments.scorers import similarity_scores
-from plugin.experiments.synthetic import generate_from_weights, generate_regime
+from affect_memory.experiments.data import LabelledQuery, QueryBatch
+from affect_memory.experiments.fitting import fit_weights, split_queries
+from affect_memory.experiments.metrics import evaluate
+from affect_memory.experiments.scorers import similarity_scores
+from affect_memory.experiments.synthetic import generate_from_weights, generate_regime
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 
 TRUTH = RetrievalWeights(significance_weight=0.5, recency_horizon_days=30.0,
                          recency_floor=0.2, episode_bonus=0.1)
@@ -104,7 +104,7 @@ def _labelled(
 
 
 def test_a_query_may_have_several_relevant_memories_and_ranks_by_its_best() -> None:
-    from plugin.experiments.metrics import ranks
+    from affect_memory.experiments.metrics import ranks
 
     rng = np.random.default_rng(5)
     query = _labelled(rng, "u", (6, 2))
@@ -142,7 +142,7 @@ def test_a_split_by_user_needs_two_users() -> None:
 
 
 def test_fitted_weights_are_written_as_a_settings_file(tmp_path: Path) -> None:
-    from plugin.memory.settings import RecallSettings, load_recall_settings
+    from affect_memory.memory.settings import RecallSettings, load_recall_settings
 
     batch = generate_from_weights(TRUTH, 300, seed=9)
     path = tmp_path / "fitted.json"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.experiments.metrics import mean_reciprocal_rank, ranks, recall_at_k
+from affect_memory.experiments.metrics import mean_reciprocal_rank, ranks, recall_at_k
+from affect_memory.kernel.errors import InvalidInputError
 
 
 def test_rank_counts_the_candidates_scored_above_the_relevant_one() -> None:

@@ -5,9 +5,9 @@ import io
 import pytest
 from matplotlib.figure import Figure
 
-from plugin.experiments import plots
-from plugin.experiments.metrics import RankingMetrics
-from plugin.experiments.report import metrics_table
+from affect_memory.experiments import plots
+from affect_memory.experiments.metrics import RankingMetrics
+from affect_memory.experiments.report import metrics_table
 
 RESULTS = {
     "similarity only": {"A": RankingMetrics(0.25, 0.75, 0.46, 400),

@@ -16,17 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectEngine, GateResult, RetrievalWeights
-from kernel.adapters import InMemoryStateStore, ScriptedModel
-from kernel.errors import InvalidInputError
-from plugin.cli import main
-from plugin.experiments import PoolQuery, fit_weights, label_pools, labelled_pool
-from plugin.memory.settings import load_recall_settings
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.cli import main
+from affect_memory.cli.demo import SAMPLE_MEMORIES
+from affect_memory.experiments import PoolQuery, fit_weights, label_pools, labelled_pool
+from affect_memory.kernel import AffectEngine, GateResult, RetrievalWeights
+from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.settings import load_recall_settings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 
 ROOT = Path(__file__).resolve().parents[3]
-SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
+SAMPLE = SAMPLE_MEMORIES
 PROBES = ROOT / "fixtures" / "sample_memories.probes.jsonl"
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -66,7 +67,7 @@ def test_pools_are_labelled_with_the_answers_they_hold(data_dir: Path, embedder:
 
 
 def test_a_pool_without_the_rules_ages_is_refused() -> None:
-    from kernel import MemoryCandidate
+    from affect_memory.kernel import MemoryCandidate
 
     bare = (MemoryCandidate(id="a", text="x", distance=0.5),)
     with pytest.raises(InvalidInputError, match="carries no age_days"):

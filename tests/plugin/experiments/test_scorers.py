@@ -5,15 +5,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from kernel.models import MemoryCandidate
-from kernel.retrieval import (
-    RetrievalWeights,
-    candidate_score,
-    mood_congruence_factor,
-    score_candidate,
-)
-from plugin.experiments.data import LabelledQuery, QueryBatch
-from plugin.experiments.scorers import (
+from affect_memory.experiments.data import LabelledQuery, QueryBatch
+from affect_memory.experiments.scorers import (
     additive_scores,
     kernel_breakdown,
     kernel_scorer,
@@ -23,7 +16,14 @@ from plugin.experiments.scorers import (
     similarity_scores,
     standard_scorers,
 )
-from plugin.experiments.synthetic import generate_regime
+from affect_memory.experiments.synthetic import generate_regime
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.retrieval import (
+    RetrievalWeights,
+    candidate_score,
+    mood_congruence_factor,
+    score_candidate,
+)
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

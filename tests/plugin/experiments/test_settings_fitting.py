@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectEngine, GateResult
-from kernel.adapters import InMemoryStateStore, ScriptedModel
-from kernel.errors import InvalidInputError
-from plugin.cli import main
-from plugin.experiments import PoolQuery, fit_settings, split_users
-from plugin.memory.settings import RecallSettings, load_recall_settings
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.cli import main
+from affect_memory.experiments import PoolQuery, fit_settings, split_users
+from affect_memory.kernel import AffectEngine, GateResult
+from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.settings import RecallSettings, load_recall_settings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current" / "x"

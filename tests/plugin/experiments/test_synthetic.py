@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import RetrievalWeights
-from plugin.experiments.data import QueryBatch
-from plugin.experiments.metrics import evaluate
-from plugin.experiments.scorers import kernel_scores, similarity_scores
-from plugin.experiments.synthetic import REGIMES, generate_from_weights, generate_regime
+from affect_memory.experiments.data import QueryBatch
+from affect_memory.experiments.metrics import evaluate
+from affect_memory.experiments.scorers import kernel_scores, similarity_scores
+from affect_memory.experiments.synthetic import REGIMES, generate_from_weights, generate_regime
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import RetrievalWeights
 
 FIELDS = ("distances", "ages_days", "significance", "recall_counts", "episodes",
           "memory_valences", "mood_valence", "relevant", "mask")

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from plugin.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.classifier import EmbeddingIntentGate
 
 
 @pytest.fixture(scope="session")

@@ -74,7 +74,7 @@ SCHEDULING = [
 
 def preset_exemplars() -> dict[str, Any]:
     """The English preset, parsed, to change a copy of it."""
-    from plugin.gate.exemplars import DEFAULT_EXEMPLARS_PATH
+    from affect_memory.gate.exemplars import DEFAULT_EXEMPLARS_PATH
 
     data: dict[str, Any] = json.loads(DEFAULT_EXEMPLARS_PATH.read_text(encoding="utf-8"))
     return data

@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import AffectMemoryError, InvalidInputError
-from kernel.models import AffectState
-from kernel.protocols import GateInput, GateResult
-from plugin.errors import ExemplarError
-from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.gate.exemplars import DEFAULT_EXEMPLARS_PATH, load_exemplars
-from plugin.gate.params import GateParams
+from affect_memory.errors import ExemplarError
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.exemplars import DEFAULT_EXEMPLARS_PATH, load_exemplars
+from affect_memory.gate.params import GateParams
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS
+from affect_memory.kernel.errors import AffectMemoryError, InvalidInputError
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import GateInput, GateResult
 from tests.plugin.gate.helpers import (
     SCHEDULING,
     CountingEmbedder,

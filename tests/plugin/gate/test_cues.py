@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.gate.cues import DEFAULT_RETRIEVAL_RULE
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.cues import DEFAULT_RETRIEVAL_RULE
 
 # -- retrieval rule ----------------------------------------------------------------------------
 

@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel.appraisal import BUILTIN_INTENTS
-from kernel.errors import AffectMemoryError
-from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.gate.evaluation import evaluate
-from plugin.gate.exemplars import load_exemplars
-from plugin.gate.params import GateParams
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.evaluation import evaluate
+from affect_memory.gate.exemplars import load_exemplars
+from affect_memory.gate.params import GateParams
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS
+from affect_memory.kernel.errors import AffectMemoryError
 from tests.plugin.gate.helpers import (
     MIN_ACCURACY,
     eval_rows,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from kernel.appraisal import BUILTIN_INTENTS
-from plugin.errors import ExemplarError
-from plugin.gate.exemplars import IntentExemplars, load_exemplars
+from affect_memory.errors import ExemplarError
+from affect_memory.gate.exemplars import IntentExemplars, load_exemplars
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS
 from tests.plugin.gate.helpers import (
     SCHEDULING,
     preset_exemplars,

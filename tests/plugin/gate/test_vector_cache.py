@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.gate.vector_cache import cached_vectors, vectors_path
-from plugin.models.cache import CACHE_ENV
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.gate.vector_cache import cached_vectors, vectors_path
+from affect_memory.models.cache import CACHE_ENV
 from tests.plugin.gate.helpers import CountingEmbedder
 
 
@@ -73,7 +73,7 @@ def test_a_damaged_or_mismatched_file_is_recomputed_and_replaced(
     else:
         assert isinstance(damage, bytes)
         path.write_bytes(damage)
-    with caplog.at_level(logging.WARNING, logger="plugin.gate.vector_cache"):
+    with caplog.at_level(logging.WARNING, logger="affect_memory.gate.vector_cache"):
         recomputed = cached_vectors("key", texts, embed)
     assert embed.calls == 2 and "recomputing them" in caplog.text
     np.testing.assert_array_equal(recomputed, expected)

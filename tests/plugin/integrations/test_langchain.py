@@ -11,10 +11,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
-from kernel.errors import InvalidInputError
-from plugin.integrations.langchain import AffectMemoryRetriever
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.integrations.langchain import AffectMemoryRetriever
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

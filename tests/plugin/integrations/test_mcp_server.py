@@ -26,12 +26,12 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, Tool
 
-from kernel.affect import decoding_params, mood_octant
-from kernel.engine import DEFAULT_APPRAISAL_POLICY
-from kernel.models import AffectState
-from kernel.surfacing import build_presence_vector
-from plugin.integrations.mcp_server import TOOL_NAMES
-from plugin.integrations.mcp_tools import memory_id
+from affect_memory.integrations.mcp_server import TOOL_NAMES
+from affect_memory.integrations.mcp_tools import memory_id
+from affect_memory.kernel.affect import decoding_params, mood_octant
+from affect_memory.kernel.engine import DEFAULT_APPRAISAL_POLICY
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.surfacing import build_presence_vector
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS, state_similarity_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -144,7 +144,7 @@ def client(data_dir: Path) -> Iterator[McpClient]:
     env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "plugin.cli", "mcp", "--data-dir", str(data_dir)],
+        args=["-m", "affect_memory.cli", "mcp", "--data-dir", str(data_dir)],
         env=env,
         cwd=str(ROOT),
     )
@@ -529,7 +529,7 @@ class RawMcp:
         env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
         self._errlog = (data_dir / "raw-server-stderr.log").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "plugin.cli", "mcp", "--data-dir", str(data_dir)],
+            [sys.executable, "-m", "affect_memory.cli", "mcp", "--data-dir", str(data_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._errlog,

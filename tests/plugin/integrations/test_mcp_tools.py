@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from kernel import (
+from affect_memory import open_state_store
+from affect_memory.gate.classifier import EmbeddingIntentGate
+from affect_memory.integrations.mcp_tools import MemoryTools, ServerConfig, open_tools
+from affect_memory.kernel import (
     AffectEngine,
     AffectState,
     GateResult,
@@ -20,13 +23,10 @@ from kernel import (
     build_presence_vector,
     mood_octant,
 )
-from kernel.adapters import ScriptedModel
-from plugin import open_state_store
-from plugin.gate.classifier import EmbeddingIntentGate
-from plugin.integrations.mcp_tools import MemoryTools, ServerConfig, open_tools
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
-from plugin.state.sqlite import SQLiteStateStore
+from affect_memory.kernel.adapters import ScriptedModel
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.state.sqlite import SQLiteStateStore
 from tests.plugin.state.postgres_fixture import require_psycopg, server_url, temporary_schema
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

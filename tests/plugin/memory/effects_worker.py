@@ -12,13 +12,13 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from kernel import GateResult
-from kernel.adapters import ScriptedModel
-from kernel.engine import AffectEngine
-from kernel.protocols import OutboxItem
-from plugin.memory.effects import MemoryTurnEffects
-from plugin.memory.store import ChromaMemory
-from plugin.state.sqlite import SQLiteStateStore
+from affect_memory.kernel import GateResult
+from affect_memory.kernel.adapters import ScriptedModel
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.protocols import OutboxItem
+from affect_memory.memory.effects import MemoryTurnEffects
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.state.sqlite import SQLiteStateStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

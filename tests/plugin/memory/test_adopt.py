@@ -15,11 +15,11 @@ from chromadb.config import Settings
 from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
-from kernel import InvalidInputError, MemoryCandidate, rank_candidates
-from plugin.errors import StoreError, WrongSpaceError
-from plugin.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.errors import StoreError, WrongSpaceError
+from affect_memory.kernel import InvalidInputError, MemoryCandidate, rank_candidates
+from affect_memory.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 NOTES = [
@@ -223,8 +223,8 @@ def test_the_engine_can_retrieve_from_an_adopted_collection(
 ) -> None:
     import asyncio
 
-    from kernel import AffectState
-    from kernel.protocols import RetrievalInput
+    from affect_memory.kernel import AffectState
+    from affect_memory.kernel.protocols import RetrievalInput
 
     _langchain(client, embedder, collection_metadata={"hnsw:space": "cosine"})
     fields = FieldMapping(user="user", timestamp="created_at")
@@ -253,7 +253,7 @@ def test_adopt_from_the_shell_surveys_imports_and_refuses_in_one_line(
 
     def adopt(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "plugin", "adopt", *args, "--data-dir", str(tmp_path)],
+            [sys.executable, "-m", "affect_memory", "adopt", *args, "--data-dir", str(tmp_path)],
             cwd=root, capture_output=True, text=True, timeout=300,
             env={**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"},
         )  # fmt: skip

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 
-from plugin.errors import StoreError, StoreUnavailableError
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import DelegatingEmbedder, SentenceTransformerEmbedder
+from affect_memory.errors import StoreError, StoreUnavailableError
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import DelegatingEmbedder, SentenceTransformerEmbedder
 from tests.contracts.memory_contract import REFERENCE, record
 
 _T = TypeVar("_T")
@@ -109,8 +109,8 @@ def test_the_async_calls_give_what_the_sync_ones_give(make: Any) -> None:
 
 
 def test_bad_input_to_an_async_call_is_refused_as_the_sync_call_refuses_it(make: Any) -> None:
-    from kernel import InvalidInputError
-    from plugin.errors import RecordError
+    from affect_memory.errors import RecordError
+    from affect_memory.kernel import InvalidInputError
 
     memory = make()
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.memory.collections import DEFAULT_HNSW, SYNC_THRESHOLD
-from plugin.memory.layout import collection_metadata
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.memory.collections import DEFAULT_HNSW, SYNC_THRESHOLD
+from affect_memory.memory.layout import collection_metadata
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import REFERENCE, record
 from tests.plugin.conftest import running_chroma
 
@@ -116,7 +116,7 @@ def test_a_collection_made_before_sync_threshold_one_is_fixed_when_opened(
 
 
 def _metadata(user: str, index: int) -> dict[str, Any]:
-    from plugin.memory.records import MemoryRecord
+    from affect_memory.memory.records import MemoryRecord
 
     return MemoryRecord.model_validate(record(f"m{index}", "x", user=user)).to_metadata()
 
@@ -176,7 +176,7 @@ def test_stats_and_count_list_the_collections_once_for_every_user(
 
 @pytest.mark.parametrize("bad", [0, 7, -1, True, 2.5, "20"])
 def test_a_bad_index_cache_is_refused(tmp_path: Path, bad: object) -> None:
-    from plugin.errors import StoreError
+    from affect_memory.errors import StoreError
 
     with pytest.raises(StoreError, match="index_cache must be a whole number"):
         ChromaMemory(tmp_path, embedder=object(), index_cache=bad)  # type: ignore[arg-type]

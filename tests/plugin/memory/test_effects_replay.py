@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectState, EmotionMap, Message, TurnRecord
-from kernel.adapters import InMemoryStateStore
-from kernel.protocols import OutboxItem, StateStore
-from plugin.errors import StoreUnavailableError
-from plugin.memory.effects import MEMORY_TOPIC, MemoryTurnEffects
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
-from plugin.state.sqlite import SQLiteStateStore
+from affect_memory.errors import StoreUnavailableError
+from affect_memory.kernel import AffectState, EmotionMap, Message, TurnRecord
+from affect_memory.kernel.adapters import InMemoryStateStore
+from affect_memory.kernel.protocols import OutboxItem, StateStore
+from affect_memory.memory.effects import MEMORY_TOPIC, MemoryTurnEffects
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.state.sqlite import SQLiteStateStore
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -211,7 +211,7 @@ async def test_a_store_that_cannot_quarantine_skips_the_item_and_goes_on(
 async def test_a_bad_batch_size_is_refused(
     memory: ChromaMemory, store: SQLiteStateStore, batch: object
 ) -> None:
-    from kernel import InvalidInputError
+    from affect_memory.kernel import InvalidInputError
 
     with pytest.raises(InvalidInputError, match="batch"):
         await MemoryTurnEffects(memory).replay_pending(store, batch=batch)  # type: ignore[arg-type]

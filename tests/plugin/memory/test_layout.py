@@ -12,8 +12,8 @@ from chromadb.config import Settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plugin.errors import IsolationError, StoreError
-from plugin.memory.layout import (
+from affect_memory.errors import IsolationError, StoreError
+from affect_memory.memory.layout import (
     DIGEST_CHARS,
     LAYOUT_KEY,
     LAYOUT_VERSION,

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from plugin.memory.locks import LOCK_FILE
+from affect_memory.memory.locks import LOCK_FILE
 
 ROOT = Path(__file__).resolve().parents[3]
 
 _OPEN = """
 import sys
-from plugin.memory.location import open_client, parse_location
-from plugin.errors import StoreLockedError
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.errors import StoreLockedError
 try:
     client, lock = open_client(parse_location(sys.argv[1]))
 except StoreLockedError as error:

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.errors import LegacyLayoutError, MigrationError, StoreError
-from plugin.memory.collections import DEFAULT_HNSW
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.migrate import MIGRATED_KEY, migrate_store, remove_collection
-from plugin.memory.rows import rows_of
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.errors import LegacyLayoutError, MigrationError, StoreError
+from affect_memory.memory.collections import DEFAULT_HNSW
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.migrate import MIGRATED_KEY, migrate_store, remove_collection
+from affect_memory.memory.rows import rows_of
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import REFERENCE, record, sample_probes, sample_records
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -243,8 +243,8 @@ def test_removing_the_old_collection_leaves_no_list_metadata_for_the_next_rows(
 def _migrate_process(path: Path, batch: int, *flags: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "plugin", "migrate", "--store", str(path), "--batch", str(batch),
-         "--json", *flags],
+        [sys.executable, "-m", "affect_memory", "migrate", "--store", str(path), "--batch",
+         str(batch), "--json", *flags],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
 
@@ -327,7 +327,7 @@ def test_migrate_over_a_chroma_server(
     ):
         ChromaMemory(chroma_server, collection=prefix, embedder=embedder)
     process = subprocess.run(
-        [sys.executable, "-m", "plugin", "migrate", "--chroma", chroma_server,
+        [sys.executable, "-m", "affect_memory", "migrate", "--chroma", chroma_server,
          "--collection", prefix, "--batch", "50", "--no-progress"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
@@ -378,7 +378,7 @@ def test_a_row_without_a_usable_user_stops_migrate_before_anything_is_removed(
 def test_a_different_row_under_the_same_id_stops_migrate(
     tmp_path: Path, embedder: SentenceTransformerEmbedder
 ) -> None:
-    from plugin.memory.layout import collection_metadata, user_collection_name
+    from affect_memory.memory.layout import collection_metadata, user_collection_name
 
     with _client(tmp_path) as client:
         shared = _one_row_store(client, {"user_id": "ann", "timestamp": "2026-01-02"})
@@ -405,8 +405,9 @@ def test_an_old_collection_in_another_space_is_not_migrated(tmp_path: Path) -> N
 def test_migrate_from_the_shell_reports_one_line_errors(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "plugin", "migrate", *args], cwd=ROOT, capture_output=True,
-            text=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"}, timeout=120,
+            [sys.executable, "-m", "affect_memory", "migrate", *args], cwd=ROOT,
+            capture_output=True, text=True, env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+            timeout=120,
         )  # fmt: skip
 
     missing = run("--data-dir", str(tmp_path / "nowhere"))

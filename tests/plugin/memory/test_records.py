@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from plugin.errors import RecordError, TimestampError
-from plugin.memory.batches import parse_record, validate_records
-from plugin.memory.records import RESERVED_KEYS, MemoryRecord
+from affect_memory.errors import RecordError, TimestampError
+from affect_memory.memory.batches import parse_record, validate_records
+from affect_memory.memory.records import RESERVED_KEYS, MemoryRecord
 
 BASE: dict[str, Any] = {
     "id": "m1",

@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.memory.results import parse_recall_query, recall_query_problems
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.results import parse_recall_query, recall_query_problems
 
 
 def test_a_query_names_an_unknown_key_as_not_a_query_field() -> None:

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectEngine, GateResult
-from kernel.adapters import InMemoryStateStore, ScriptedModel
-from kernel.errors import InvalidInputError
-from kernel.models import MemoryCandidate
-from kernel.protocols import MemoryRetriever, RankedRetriever, RetrievalInput
-from kernel.retrieval import ScoredCandidate
-from plugin.memory.settings import RecallSettings
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.kernel import AffectEngine, GateResult
+from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.protocols import MemoryRetriever, RankedRetriever, RetrievalInput
+from affect_memory.kernel.retrieval import ScoredCandidate
+from affect_memory.memory.settings import RecallSettings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.contracts.memory_contract import sample_records
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

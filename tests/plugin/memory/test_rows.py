@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.errors import IsolationError, StoreError
-from plugin.memory.rows import rows_from_query
+from affect_memory.errors import IsolationError, StoreError
+from affect_memory.memory.rows import rows_from_query
 
 
 def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, list, list]:
@@ -49,7 +49,7 @@ def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
 ) -> None:
     ids, docs, metas, dists = _columns([0.1, 0.2], ["u", "u"])
     lacking = {k: v for k, v in metas[0].items() if k != "recall_count"}
-    with caplog.at_level("WARNING", logger="plugin.memory.rows"):
+    with caplog.at_level("WARNING", logger="affect_memory.memory.rows"):
         rows = rows_from_query(ids, docs, [lacking, metas[1]], dists, "u")
     assert (rows.ids, rows.skipped) == (["m1"], ("m0",))
     assert "'m0'" in caplog.text and "recall_count" in caplog.text

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import plugin.memory.segment_repair as segment_repair
-from plugin.memory.layout import DEFAULT_COLLECTION, user_collection_name
-from plugin.memory.segment_repair import (
+import affect_memory.memory.segment_repair as segment_repair
+from affect_memory.memory.layout import DEFAULT_COLLECTION, user_collection_name
+from affect_memory.memory.segment_repair import (
     METADATA_FILE,
     DamagedSegment,
     damaged_segments,
@@ -21,8 +21,8 @@ from plugin.memory.segment_repair import (
     rebuild_collection,
     set_aside,
 )
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent, chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.memory.settings import (
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from affect_memory.memory.settings import (
     DEFAULT_RECALL_SETTINGS,
     DENSE_RECALL,
     RECALL_WEIGHTS,
@@ -114,19 +114,19 @@ def test_to_json_is_flat_and_every_key_is_read_back() -> None:
 
 
 RECALL_MODULES = (
-    "plugin.memory.recall.pipeline",
-    "plugin.memory.recall.time_rule",
-    "plugin.memory.recall.periods",
-    "plugin.memory.recall.feedback",
-    "plugin.memory.recall.life_topics",
-    "plugin.memory.recall.fusion",
-    "plugin.memory.recall.change_cues",
-    "plugin.memory.recall.pool",
-    "plugin.memory.recall.pruning",
-    "plugin.memory.recall.explanation",
-    "plugin.memory.recall.plan",
-    "plugin.memory.index.bm25",
-    "plugin.memory.index.lexical",
+    "affect_memory.memory.recall.pipeline",
+    "affect_memory.memory.recall.time_rule",
+    "affect_memory.memory.recall.periods",
+    "affect_memory.memory.recall.feedback",
+    "affect_memory.memory.recall.life_topics",
+    "affect_memory.memory.recall.fusion",
+    "affect_memory.memory.recall.change_cues",
+    "affect_memory.memory.recall.pool",
+    "affect_memory.memory.recall.pruning",
+    "affect_memory.memory.recall.explanation",
+    "affect_memory.memory.recall.plan",
+    "affect_memory.memory.index.bm25",
+    "affect_memory.memory.index.lexical",
 )
 """The modules of recall's read path."""
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 
 CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
 NOW = "2026-06-01T12:00:00Z"

@@ -17,16 +17,16 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from plugin.errors import (
+from affect_memory.errors import (
     StoreError,
     StoreUnavailableError,
     WrongSpaceError,
 )
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.locks import LOCK_FILE
-from plugin.memory.store import ChromaMemory
-from plugin.memory.writes import PROGRESS_MIN
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.locks import LOCK_FILE
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.writes import PROGRESS_MIN
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -234,8 +234,8 @@ def test_opening_creates_no_collection_until_a_user_writes(
 _SECOND_PROCESS = textwrap.dedent(
     """
     import sys
-    from plugin.memory.store import ChromaMemory
-    from plugin.errors import StoreLockedError
+    from affect_memory.memory.store import ChromaMemory
+    from affect_memory.errors import StoreLockedError
     try:
         ChromaMemory(sys.argv[1]).close()
     except StoreLockedError as error:

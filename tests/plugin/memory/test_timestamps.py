@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.errors import AffectMemoryError
-from plugin.errors import TimestampError
-from plugin.memory.batches import validate_records
-from plugin.memory.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
+from affect_memory.errors import TimestampError
+from affect_memory.kernel.errors import AffectMemoryError
+from affect_memory.memory.batches import validate_records
+from affect_memory.memory.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
 
 CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
 INSTANT = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)

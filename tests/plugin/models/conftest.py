@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from plugin.gate.exemplars import load_exemplars
-from plugin.models.onnx_embedder import bundled_model_dir
+from affect_memory.gate.exemplars import load_exemplars
+from affect_memory.models.onnx_embedder import bundled_model_dir
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -15,16 +15,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.models import onnx_embedder
-from plugin.models.cache import (
+from affect_memory.models import onnx_embedder
+from affect_memory.models.cache import (
     CACHE_ENV,
     STALE_TEMP_SECONDS,
     cache_dir,
     file_sha256,
     write_atomically,
 )
-from plugin.models.onnx_embedder import OnnxEmbedder, bundled_model_dir, graph_path, model_key
-from plugin.models.onnx_graph import build_sentence_encoder
+from affect_memory.models.onnx_embedder import (
+    OnnxEmbedder,
+    bundled_model_dir,
+    graph_path,
+    model_key,
+)
+from affect_memory.models.onnx_graph import build_sentence_encoder
 from tests.plugin.models.helpers import ROOT, model_copy
 
 
@@ -115,7 +120,7 @@ def test_first_use_builds_and_caches_the_graph_and_later_use_loads_it(cache: Pat
 
 _FIRST_USE = """
 import json, sys
-from plugin.models.onnx_embedder import OnnxEmbedder
+from affect_memory.models.onnx_embedder import OnnxEmbedder
 sys.stdin.read()  # wait for the start signal, so the processes build at the same moment
 print(json.dumps(OnnxEmbedder().embed_documents(["hello there", "a second text"]).tolist()))
 """
@@ -151,7 +156,7 @@ def test_an_unwritable_cache_still_embeds_and_warns_once(
     expected = embedder.embed_query("still works")
     monkeypatch.setenv(CACHE_ENV, "/dev/null/affect-memory")
     monkeypatch.setattr(onnx_embedder, "_SESSIONS", {})
-    with caplog.at_level(logging.WARNING, logger="plugin.models.onnx_embedder"):
+    with caplog.at_level(logging.WARNING, logger="affect_memory.models.onnx_embedder"):
         vector = OnnxEmbedder().embed_query("still works")
         OnnxEmbedder().embed_query("and again, from the same session")
     warnings = [record.getMessage() for record in caplog.records]
@@ -171,7 +176,7 @@ def test_a_damaged_cached_graph_is_rebuilt_and_replaced(
     damaged = {"truncated": whole[: len(whole) // 3], "garbage": b"\x00\xff" * 999, "empty": b""}
     graph.write_bytes(damaged[damage])
     onnx_embedder._SESSIONS.clear()
-    with caplog.at_level(logging.WARNING, logger="plugin.models.onnx_embedder"):
+    with caplog.at_level(logging.WARNING, logger="affect_memory.models.onnx_embedder"):
         vector = OnnxEmbedder().embed_query("after the damage")
     messages = [record.getMessage() for record in caplog.records]
     assert any("does not load" in text and "rebuilding it" in text for text in messages)

@@ -7,16 +7,16 @@ import sys
 import numpy as np
 import pytest
 
-from plugin.errors import EmbeddingError, MissingExtraError
-from plugin.models import embeddings
-from plugin.models.embeddings import (
+from affect_memory.errors import EmbeddingError, MissingExtraError
+from affect_memory.models import embeddings
+from affect_memory.models.embeddings import (
     BACKEND_ENV,
     Embedder,
     SentenceTransformerEmbedder,
     check_embeddings,
     default_embedder,
 )
-from plugin.models.onnx_embedder import OnnxEmbedder
+from affect_memory.models.onnx_embedder import OnnxEmbedder
 
 
 @pytest.fixture(params=["onnx", "torch"])

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.errors import EmbeddingError
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder, SentenceTransformerEmbedder
-from plugin.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
+from affect_memory.errors import EmbeddingError
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder, SentenceTransformerEmbedder
+from affect_memory.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
 from tests.plugin.models.helpers import EDGE_CASES, LONG_TEXTS, model_copy, parity_corpus
 
 PARITY = 1e-5

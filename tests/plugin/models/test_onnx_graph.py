@@ -10,9 +10,9 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from plugin.errors import EmbeddingError
-from plugin.models.onnx_embedder import bundled_model_dir
-from plugin.models.onnx_graph import (
+from affect_memory.errors import EmbeddingError
+from affect_memory.models.onnx_embedder import bundled_model_dir
+from affect_memory.models.onnx_graph import (
     OUTPUT_NAME,
     BertShape,
     build_sentence_encoder,

@@ -6,7 +6,7 @@ import numpy as np
 import onnxruntime  # tests/conftest.py has set ORT_DISABLE_TELEMETRY
 import pytest
 
-from plugin.models.onnx_proto import GraphBuilder, encode_model, varint
+from affect_memory.models.onnx_proto import GraphBuilder, encode_model, varint
 
 FLOAT = np.dtype(np.float32)
 

@@ -11,10 +11,10 @@ import asyncio
 import sys
 from pathlib import Path
 
-from kernel.adapters import ScriptedModel, ScriptedReply
-from kernel.engine import AffectEngine
-from kernel.protocols import GateInput, GateResult, GenerateInput
-from plugin.state.postgres import PostgresStateStore
+from affect_memory.kernel.adapters import ScriptedModel, ScriptedReply
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.protocols import GateInput, GateResult, GenerateInput
+from affect_memory.state.postgres import PostgresStateStore
 from tests.plugin.state.sqlite_worker import intent_of, message_for
 
 

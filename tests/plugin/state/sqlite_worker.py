@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from kernel.adapters import ScriptedModel, ScriptedReply
-from kernel.engine import AffectEngine
-from kernel.errors import StateStoreError
-from kernel.protocols import GateInput, GateResult, GenerateInput
-from plugin import SQLiteStateStore
+from affect_memory import SQLiteStateStore
+from affect_memory.kernel.adapters import ScriptedModel, ScriptedReply
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.errors import StateStoreError
+from affect_memory.kernel.protocols import GateInput, GateResult, GenerateInput
 
 INTENTS = ("CASUAL", "CURIOSITY", "VULNERABILITY", "CHALLENGE", "APOLOGY", "NEGLECT", "ABUSE")
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kernel import InvalidInputError, StateStoreError
-from kernel.protocols import Message
-from plugin import SQLiteStateStore, open_state_store
-from plugin.data_dir import DATA_DIR_ENV
-from plugin.state.location import STATE_ENV, parse_state_url, state_store_label
+from affect_memory import SQLiteStateStore, open_state_store
+from affect_memory.data_dir import DATA_DIR_ENV
+from affect_memory.kernel import InvalidInputError, StateStoreError
+from affect_memory.kernel.protocols import Message
+from affect_memory.state.location import STATE_ENV, parse_state_url, state_store_label
 from tests.plugin.state.postgres_fixture import (
     require_psycopg,
     run_sql,

@@ -31,7 +31,8 @@ from tests.plugin.state.postgres_fixture import (
 
 require_psycopg()
 
-from kernel import (  # noqa: E402
+from affect_memory.errors import LockTimeoutError  # noqa: E402
+from affect_memory.kernel import (  # noqa: E402
     AffectState,
     CorruptStateError,
     DefaultAppraisalPolicy,
@@ -39,11 +40,10 @@ from kernel import (  # noqa: E402
     Mood,
     StateStoreError,
 )
-from kernel.adapters import ScriptedModel  # noqa: E402
-from kernel.engine import AffectEngine  # noqa: E402
-from kernel.protocols import GateResult, Message, OutboxItem  # noqa: E402
-from plugin.errors import LockTimeoutError  # noqa: E402
-from plugin.state.postgres import (  # noqa: E402
+from affect_memory.kernel.adapters import ScriptedModel  # noqa: E402
+from affect_memory.kernel.engine import AffectEngine  # noqa: E402
+from affect_memory.kernel.protocols import GateResult, Message, OutboxItem  # noqa: E402
+from affect_memory.state.postgres import (  # noqa: E402
     SCHEMA_VERSION,
     PostgresStateStore,
     conversation_lock_key,

@@ -17,12 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from kernel import AffectState, CorruptStateError, InvalidInputError, Mood, StateStoreError
-from kernel.adapters import ScriptedModel
-from kernel.engine import AffectEngine
-from kernel.protocols import GateResult, Message
-from plugin import LockTimeoutError, SQLiteStateStore
-from plugin.state.sqlite import SCHEMA_VERSION
+from affect_memory import LockTimeoutError, SQLiteStateStore
+from affect_memory.kernel import (
+    AffectState,
+    CorruptStateError,
+    InvalidInputError,
+    Mood,
+    StateStoreError,
+)
+from affect_memory.kernel.adapters import ScriptedModel
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.protocols import GateResult, Message
+from affect_memory.state.sqlite import SCHEMA_VERSION
 from tests.contracts.snapshots import dump_sqlite
 from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
 
@@ -388,7 +394,7 @@ async def test_one_store_serializes_tasks_of_one_conversation(store: SQLiteState
 async def test_an_outbox_payload_that_is_not_json_is_refused(
     store: SQLiteStateStore, db: Path
 ) -> None:
-    from kernel.protocols import OutboxItem
+    from affect_memory.kernel.protocols import OutboxItem
 
     await _commit_one(store)
     before = dump_sqlite(db)
@@ -596,7 +602,7 @@ def _outbox_rows(db: Path) -> list[tuple[object, ...]]:
 
 
 async def _commit_items(store: SQLiteStateStore, *ids: str) -> None:
-    from kernel.protocols import OutboxItem
+    from affect_memory.kernel.protocols import OutboxItem
 
     items = [OutboxItem(id=ident, topic="memory", payload={"n": ident}) for ident in ids]
     async with store.transaction("c1") as transaction:
@@ -697,7 +703,7 @@ async def test_bad_quarantine_arguments_are_refused(
 async def test_a_payload_nested_too_deeply_to_read_back_is_refused_on_commit(
     store: SQLiteStateStore, db: Path
 ) -> None:
-    from kernel.protocols import OutboxItem
+    from affect_memory.kernel.protocols import OutboxItem
 
     deep: dict[str, object] = {}
     node = deep

@@ -21,11 +21,11 @@ from typing import IO
 
 import pytest
 
-from kernel import AffectState, DefaultAppraisalPolicy
-from kernel.adapters import ScriptedModel, ScriptedReply
-from kernel.engine import AffectEngine
-from kernel.protocols import GateResult
-from plugin import LockTimeoutError, SQLiteStateStore
+from affect_memory import LockTimeoutError, SQLiteStateStore
+from affect_memory.kernel import AffectState, DefaultAppraisalPolicy
+from affect_memory.kernel.adapters import ScriptedModel, ScriptedReply
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.protocols import GateResult
 from tests.contracts.snapshots import dump_sqlite
 from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for
 

@@ -1,8 +1,8 @@
 """Recall's cue lexicons, one JSON file per language: data that the code reads, not code.
 
-Each ``<language>.json`` holds the query analyser's words (``plugin.memory.recall.plan``),
-the words that report a change (``plugin.memory.recall.change_cues``) and the life domains with the
-phrases that describe each (``plugin.memory.recall.life_topics``).
+Each ``<language>.json`` holds the query analyser's words (``affect_memory.memory.recall.plan``),
+the words that report a change (``affect_memory.memory.recall.change_cues``) and the life domains
+with the phrases that describe each (``affect_memory.memory.recall.life_topics``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from kernel.errors import InvalidInputError, shown
+from affect_memory.kernel.errors import InvalidInputError, shown
 
 __all__ = ["load_lexicon"]
 

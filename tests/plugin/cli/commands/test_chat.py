@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from kernel.protocols import Message, OutboxItem
-from plugin.cli import main
-from plugin.cli.commands.chat import MODEL_ENV, MODEL_URL_ENV
-from plugin.memory.effects import MEMORY_TOPIC
-from plugin.memory.records import MemoryRecord
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
-from plugin.state.sqlite import SQLiteStateStore
+from affect_memory.cli import main
+from affect_memory.cli.commands.chat import MODEL_ENV, MODEL_URL_ENV
+from affect_memory.kernel.protocols import Message, OutboxItem
+from affect_memory.memory.effects import MEMORY_TOPIC
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.state.sqlite import SQLiteStateStore
 from tests.plugin.models.test_openai_adapter import (
     API_KEY,
     ChatServer,
@@ -98,7 +98,7 @@ async def test_a_run_in_which_every_turn_failed_exits_1_with_one_summary_line(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "plugin.cli",
+        "affect_memory.cli",
         "chat",
         "--model-url",
         url,
@@ -178,7 +178,7 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "plugin.cli",
+            "affect_memory.cli",
             "chat",
             "--model-url",
             server.base_url,

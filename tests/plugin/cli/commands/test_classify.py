@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kernel.appraisal import BUILTIN_INTENTS
-from plugin.cli import main
+from affect_memory.cli import main
+from affect_memory.kernel.appraisal import BUILTIN_INTENTS
 from tests.plugin.gate.helpers import (
     ROOT,
     SCHEDULING,
@@ -32,9 +32,9 @@ def _jsonl(tmp_path: Path, lines: Sequence[str], name: str = "in.jsonl") -> Path
 @pytest.fixture
 def cli_embedder(monkeypatch: pytest.MonkeyPatch, embedder: Any) -> Any:
     """Point the command's default embedder at the session's, so the preset is embedded once."""
-    import plugin.models.embeddings
+    import affect_memory.models.embeddings
 
-    monkeypatch.setattr(plugin.models.embeddings, "default_embedder", lambda: embedder)
+    monkeypatch.setattr(affect_memory.models.embeddings, "default_embedder", lambda: embedder)
     return embedder
 
 
@@ -158,7 +158,7 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_cli_bad_line_in_a_fresh_process_is_one_line_without_traceback(tmp_path: Path) -> None:
     path = _jsonl(tmp_path, ['{"text": "ok"}', '{"text": null}'])
     done = subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "classify", "--queries", str(path), "--json"],
+        [sys.executable, "-m", "affect_memory.cli", "classify", "--queries", str(path), "--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -175,7 +175,7 @@ def test_cli_bad_line_in_a_fresh_process_is_one_line_without_traceback(tmp_path:
 def test_cli_refuses_a_message_longer_than_the_engines_limit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kernel.engine import DEFAULT_ENGINE_LIMITS
+    from affect_memory.kernel.engine import DEFAULT_ENGINE_LIMITS
 
     limit = DEFAULT_ENGINE_LIMITS.max_message_chars
     assert main(["classify", "x" * 100_000]) == 2

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plugin.cli import main
+from affect_memory.cli import main
 from tests.kernel.fixture_tools import (
     REFERENCE_TOTAL,
     ROOT,
@@ -24,7 +24,7 @@ from tests.kernel.fixture_tools import (
 
 def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "plugin.cli", "conformance", *map(str, args)],
+        [sys.executable, "-m", "affect_memory.cli", "conformance", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from plugin.cli import main
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import SentenceTransformerEmbedder
+from affect_memory.cli import main
+from affect_memory.cli.demo import SAMPLE_MEMORIES
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS, RELEVANCE_KEYS
 
 ROOT = Path(__file__).resolve().parents[4]
-SAMPLE = ROOT / "fixtures" / "sample_memories.jsonl"
+SAMPLE = SAMPLE_MEMORIES
 NOW = "2026-06-01T12:00:00Z"
 KEYS = list(RECALL_RESULT_KEYS)
 
@@ -443,7 +444,7 @@ def test_a_locked_data_dir_exits_2_pointing_to_server_mode(
 ) -> None:
     with ChromaMemory(Path(ingested) / "chroma", embedder=embedder):
         other = subprocess.run(
-            [sys.executable, "-m", "plugin.cli", "stats", "--data-dir", ingested],
+            [sys.executable, "-m", "affect_memory.cli", "stats", "--data-dir", ingested],
             capture_output=True,
             text=True,
             cwd=ROOT,

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from plugin.memory.index.documents import text_hash
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.rows import row_problem
-from plugin.memory.store import ChromaMemory
+from affect_memory.memory.index.documents import text_hash
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.rows import row_problem
+from affect_memory.memory.store import ChromaMemory
 
 
 def same_embedding(held: bytes | None, chroma: Any) -> bool:

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from plugin.memory.index import memory_index, session
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import default_embedder
+from affect_memory.memory.index import memory_index, session
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import default_embedder
 
 USERS = ("ann", "bob", "cyd")
 WORDS = (

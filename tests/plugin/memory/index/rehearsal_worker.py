@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import default_embedder
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import default_embedder
 
 RECALLED = [f"s{i}" for i in range(10)]
 

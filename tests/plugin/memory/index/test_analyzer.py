@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from plugin.memory.index.analyzer import (
+from affect_memory.memory.index.analyzer import (
     MAX_TERM_CHARS,
     STOP_WORDS,
     document_terms,

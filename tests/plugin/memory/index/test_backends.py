@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from plugin.errors import StoreError
-from plugin.memory.index.backend import Backend
-from plugin.memory.index.opening import IndexTarget, open_backend
-from plugin.memory.index.schema import SCHEMA_VERSION, TABLES
+from affect_memory.errors import StoreError
+from affect_memory.memory.index.backend import Backend
+from affect_memory.memory.index.opening import IndexTarget, open_backend
+from affect_memory.memory.index.schema import SCHEMA_VERSION, TABLES
 from tests.plugin.state.postgres_fixture import run_sql, server_url, temporary_schema
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -104,7 +104,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from plugin.memory.index.opening import IndexTarget, open_backend
+    from affect_memory.memory.index.opening import IndexTarget, open_backend
     kind, where, schema = sys.argv[1:4]
     target = (IndexTarget("file", path=Path(where)) if kind == "file"
               else IndexTarget("postgresql", url=where, schema=schema))

@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from plugin.memory.index.bm25 import idf, score_postings, term_score
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
+from affect_memory.memory.index.bm25 import idf, score_postings, term_score
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
 
 K1, B = DEFAULT_RECALL_SETTINGS.bm25_k1, DEFAULT_RECALL_SETTINGS.bm25_b
 """The BM25 constants recall scores with."""

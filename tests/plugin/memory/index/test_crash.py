@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.memory.segment_repair import METADATA_FILE, damaged_segments
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.segment_repair import METADATA_FILE, damaged_segments
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.conftest import running_chroma
 from tests.plugin.memory.index.consistency import assert_consistent
 from tests.plugin.memory.index.crash_worker import KINDS, USERS, seed
@@ -265,8 +265,8 @@ def test_a_kill_at_each_step_of_each_write_is_settled_on_reopening(
 
 def _journal_entries(setup: Setup) -> int:
     """Journal entries in the index as the killed worker left it (before anyone settles)."""
-    from plugin.memory.index.opening import open_backend, resolve_index
-    from plugin.memory.location import parse_location
+    from affect_memory.memory.index.opening import open_backend, resolve_index
+    from affect_memory.memory.location import parse_location
 
     spec = None if setup.index == "-" else setup.index
     backend = open_backend(resolve_index(spec, parse_location(setup.location)), lock_timeout=5)

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.memory.settings import RecallSettings
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.settings import RecallSettings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent, chroma_embeddings
 from tests.plugin.memory.index.test_ranked_fields import NOW, QUERIES, Stages, notes
 

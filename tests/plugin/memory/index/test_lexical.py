@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from plugin.memory.index import documents
-from plugin.memory.index.backend import Backend
-from plugin.memory.index.documents import IndexedDoc, ensure_user, put_docs, remove_docs
-from plugin.memory.index.lexical import PostingsCache, search
-from plugin.memory.index.opening import IndexTarget, open_backend
+from affect_memory.memory.index import documents
+from affect_memory.memory.index.backend import Backend
+from affect_memory.memory.index.documents import IndexedDoc, ensure_user, put_docs, remove_docs
+from affect_memory.memory.index.lexical import PostingsCache, search
+from affect_memory.memory.index.opening import IndexTarget, open_backend
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 
 WORDS = (

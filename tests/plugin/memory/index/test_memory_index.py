@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kernel.errors import InvalidInputError
-from kernel.models import AffectState
-from kernel.protocols import RetrievalInput
-from plugin.memory.index.analyzer import document_terms, query_terms
-from plugin.memory.records import MAX_RECALL_COUNT
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.protocols import RetrievalInput
+from affect_memory.memory.index.analyzer import document_terms, query_terms
+from affect_memory.memory.records import MAX_RECALL_COUNT
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

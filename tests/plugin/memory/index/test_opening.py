@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin.errors import StoreError
-from plugin.memory.index.opening import DATA_DIR_ENV, INDEX_FILE, resolve_index
-from plugin.memory.location import parse_location
+from affect_memory.errors import StoreError
+from affect_memory.memory.index.opening import DATA_DIR_ENV, INDEX_FILE, resolve_index
+from affect_memory.memory.location import parse_location
 
 
 def test_the_default_index_follows_the_chroma_location(
@@ -52,8 +52,8 @@ def test_what_names_no_index_is_refused(spec: str, message: str, tmp_path: Path)
 
 
 def test_an_unreachable_postgresql_index_is_one_line_without_the_password(tmp_path: Path) -> None:
-    from plugin.errors import StoreUnavailableError
-    from plugin.memory.index.opening import open_backend
+    from affect_memory.errors import StoreUnavailableError
+    from affect_memory.memory.index.opening import open_backend
 
     target = resolve_index(
         "postgresql://me:hunter2@127.0.0.1:1/app?connect_timeout=2",

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.errors import IsolationError
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.errors import IsolationError
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 from tests.plugin.memory.index.test_sync import raw_collection
 

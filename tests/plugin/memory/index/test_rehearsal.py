@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.rehearsal_worker import RECALLED
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 

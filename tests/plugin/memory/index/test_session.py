@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plugin.errors import EmbeddingError, StoreError
-from plugin.memory import writes
-from plugin.memory.index import journal, session
-from plugin.memory.records import MemoryRecord
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import DelegatingEmbedder, Embedder
+from affect_memory.errors import EmbeddingError, StoreError
+from affect_memory.memory import writes
+from affect_memory.memory.index import journal, session
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import DelegatingEmbedder, Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 
 STAMP = "2025-03-01T12:00:00+00:00"

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from plugin.memory.index import sync
-from plugin.memory.location import open_client, parse_location
-from plugin.memory.records import MemoryRecord
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.index import sync
+from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 
 STAMP = "2025-03-01T12:00:00+00:00"

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from plugin.memory.records import MemoryRecord
-from plugin.memory.results import TurnWriteReport
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.records import MemoryRecord
+from affect_memory.memory.results import TurnWriteReport
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.plugin.memory.index.consistency import assert_consistent
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 

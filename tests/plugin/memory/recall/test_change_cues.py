@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plugin.memory.recall.change_cues import change_word
+from affect_memory.memory.recall.change_cues import change_word
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.memory.recall.feedback import closest_feedback
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
+from affect_memory.memory.recall.feedback import closest_feedback
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
 
 WEIGHT = DEFAULT_RECALL_SETTINGS.feedback_weight
 

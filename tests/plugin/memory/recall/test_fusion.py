@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from plugin.memory.recall.fusion import fuse
+from affect_memory.memory.recall.fusion import fuse
 
 
 def test_fusion_weighs_the_share_matched_against_the_clipped_cosine() -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from plugin.memory.recall.life_topics import LIFE_TOPICS, TopicSpace, topic_phrases
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.recall.life_topics import LIFE_TOPICS, TopicSpace, topic_phrases
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
+from affect_memory.models.embeddings import Embedder
 
 T = DEFAULT_RECALL_SETTINGS.topic_temperature
 """The topics' softmax temperature recall uses."""

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from plugin.memory.recall.periods import days_from_period, named_period
+from affect_memory.memory.recall.periods import days_from_period, named_period
 
 NOW = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 DAY = 86400.0

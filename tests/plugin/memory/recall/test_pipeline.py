@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from plugin.memory.recall.life_topics import TopicSpace
-from plugin.memory.results import RecallHit
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
-from plugin.memory.store import ChromaMemory
-from plugin.models.embeddings import Embedder
+from affect_memory.memory.recall.life_topics import TopicSpace
+from affect_memory.memory.results import RecallHit
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 from tests.contracts.recall_schema import state_similarity_of
 from tests.plugin.memory.index.consistency import chroma_embeddings
 

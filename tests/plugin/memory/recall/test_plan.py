@@ -7,8 +7,13 @@ from importlib import resources
 
 import pytest
 
-from kernel.errors import InvalidInputError
-from plugin.memory.recall.plan import LexiconAnalyser, default_analyser, form_weights, owner_name
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.recall.plan import (
+    LexiconAnalyser,
+    default_analyser,
+    form_weights,
+    owner_name,
+)
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -155,7 +160,7 @@ def test_the_plan_is_json_with_its_cues_and_period() -> None:
 
 def test_the_lexicon_is_data_and_an_unknown_language_is_refused() -> None:
     lexicon = json.loads(
-        resources.files("plugin.memory.recall.lexicon").joinpath("en.json").read_text()
+        resources.files("affect_memory.memory.recall.lexicon").joinpath("en.json").read_text()
     )
     assert "now" in lexicon["state_words"] and "did" in lexicon["past_auxiliaries"]
     with pytest.raises(InvalidInputError, match="no recall lexicon for language 'xx'"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from plugin.memory.recall.pool import index_vector, index_vectors
+from affect_memory.memory.recall.pool import index_vector, index_vectors
 
 
 def test_float32_blobs_decode_to_their_values_in_one_matrix() -> None:

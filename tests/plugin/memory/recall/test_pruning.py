@@ -5,9 +5,14 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from kernel.batch import rank_batch, score_batch
-from kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from plugin.memory.recall.pruning import RankedPrefix, first_fetch, rank_exactly, score_ceilings
+from affect_memory.kernel.batch import rank_batch, score_batch
+from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from affect_memory.memory.recall.pruning import (
+    RankedPrefix,
+    first_fetch,
+    rank_exactly,
+    score_ceilings,
+)
 
 
 @pytest.mark.parametrize("mood", [-0.9, 0.0, 0.6])

@@ -5,15 +5,15 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from plugin.memory.recall.plan import QueryPlan, default_analyser
-from plugin.memory.recall.time_rule import (
+from affect_memory.memory.recall.plan import QueryPlan, default_analyser
+from affect_memory.memory.recall.time_rule import (
     rule_ages,
     rule_anchor,
     rule_reasons,
     state_reference,
     state_similarity,
 )
-from plugin.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DAY = 86400.0
