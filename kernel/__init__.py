@@ -8,6 +8,7 @@ included.
 from importlib import metadata as _metadata
 
 from affect_memory.kernel.adapters import (
+    DelegatingRetriever,
     InMemoryStateStore,
     ScriptedModel,
     ScriptedReply,
@@ -154,6 +155,7 @@ __all__ = [
     "CorruptStateError",
     "DecodingParams",
     "DefaultAppraisalPolicy",
+    "DelegatingRetriever",
     "EmotionMap",
     "EmotionSignal",
     "EngineError",

@@ -197,6 +197,26 @@ def _retriever_weights(retriever: object) -> RetrievalWeights:
     return offered
 
 
+def _refuse_hiding_wrapper(retriever: object) -> None:
+    """Refuse a retriever that names what it wraps (``__wrapped__``) but hides the wrapped
+    one's ranking (``retrieve_ranked``, ``ranking_weights``): turns would silently rank with
+    the kernel's defaults instead of as the wrapped store's own recall ranks."""
+    wrapped = getattr(retriever, "__wrapped__", None)
+    if wrapped is None:
+        return
+    hidden = [
+        name
+        for name in ("retrieve_ranked", "ranking_weights")
+        if getattr(wrapped, name, None) is not None and getattr(retriever, name, None) is None
+    ]
+    if hidden:
+        raise InvalidInputError(
+            f"retriever {retriever!r} wraps {wrapped!r} but hides its {' and '.join(hidden)}, "
+            "so turns would rank with the kernel's defaults instead of as the wrapped "
+            "retriever ranks; forward them (subclass affect_memory.kernel.DelegatingRetriever)"
+        )
+
+
 def _window(messages: tuple[Message, ...], limits: EngineLimits) -> tuple[Message, ...]:
     """The newest messages that fit both history limits, in order."""
     kept = messages[-limits.max_history_messages :]
@@ -269,9 +289,13 @@ class AffectEngine:
         it instead of ``retrieve`` (which it then need not have), with the ``weights`` given
         here or none (it then ranks with its own settings), takes its order as it is and drops
         the history echoes from it; a subclass that changes what ``retrieve`` returns must
-        change ``retrieve_ranked`` too."""
+        change ``retrieve_ranked`` too. To wrap a retriever (to log or record its calls),
+        subclass ``DelegatingRetriever``, which offers whatever the wrapped one offers; a
+        wrapper that names what it wraps (``__wrapped__``) but hides its ``retrieve_ranked``
+        or ``ranking_weights`` is refused."""
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
+        _refuse_hiding_wrapper(retriever)
         ranked = isinstance(retriever, RankedRetriever) and callable(
             getattr(retriever, "retrieve_ranked", None)
         )

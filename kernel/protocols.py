@@ -164,6 +164,8 @@ class MemoryRetriever(Protocol):
 
         A retriever may also offer ``ranking_weights`` (``RetrievalWeights``): the weights its
         candidates are prepared for, which an engine without weights of its own ranks with.
+        A wrapper must forward it and ``retrieve_ranked``, or turns rank differently from
+        the wrapped store: subclass ``affect_memory.kernel.adapters.DelegatingRetriever``.
         """
         ...
 

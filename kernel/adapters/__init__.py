@@ -1,9 +1,11 @@
-"""Reference adapters without I/O: an in-memory store, a scripted model, a static retriever.
+"""Reference adapters without I/O: an in-memory store, a scripted model, a static retriever,
+and the base of a retriever that wraps another.
 
 They are real implementations of the ``affect_memory.kernel.protocols`` seams, for tests and
 examples.
 """
 
+from affect_memory.kernel.adapters.delegating_retriever import DelegatingRetriever
 from affect_memory.kernel.adapters.memory_store import InMemoryStateStore
 from affect_memory.kernel.adapters.scripted_model import ScriptedModel, ScriptedReply
 from affect_memory.kernel.adapters.static_retriever import StaticRetriever
@@ -16,6 +18,7 @@ from affect_memory.kernel.adapters.store_support import (
 )
 
 __all__ = [
+    "DelegatingRetriever",
     "HeldTransaction",
     "InMemoryStateStore",
     "PreparedCommit",

@@ -28,9 +28,10 @@ from affect_memory.kernel import (
     TurnResult,
     mood_octant,
 )
-from affect_memory.kernel.adapters import ScriptedModel
+from affect_memory.kernel.adapters import DelegatingRetriever, ScriptedModel
+from affect_memory.kernel.engine import DEFAULT_ENGINE_LIMITS
 from affect_memory.kernel.models import MemoryCandidate
-from affect_memory.kernel.protocols import MemoryRetriever, RetrievalInput
+from affect_memory.kernel.protocols import RankedRetriever, RetrievalInput
 from affect_memory.memory.batches import read_records
 
 __all__ = [
@@ -107,17 +108,26 @@ class _GatedScriptedModel:
         return self._script.generate(request)
 
 
-class _RecordingRetriever:
-    """A retriever that keeps the whole candidate pool of the latest retrieval."""
+class _RecordingRetriever(DelegatingRetriever):
+    """The user's retriever, also keeping the whole candidate pool of the latest retrieval.
 
-    def __init__(self, inner: MemoryRetriever) -> None:
-        self._inner = inner
+    A ``DelegatingRetriever``, so the engine still takes recall's own ranking from it (the
+    turn shows what ``affect-memory recall`` returns); the pool is fetched beside it, for the
+    ``dist#`` column only.
+    """
+
+    def __init__(self, wrapped: RankedRetriever) -> None:
+        """Record around ``wrapped`` (``ChromaMemory.retriever_for``)."""
+        super().__init__(wrapped)
         self.pool: tuple[MemoryCandidate, ...] = ()
 
-    async def retrieve(self, request: RetrievalInput) -> Sequence[MemoryCandidate]:
-        found = await self._inner.retrieve(request)
-        self.pool = tuple(found)
-        return found
+    async def retrieve_ranked(self, request: RetrievalInput) -> Sequence[ScoredCandidate]:
+        """The wrapped retriever's ranking, as it is; its pool is kept in ``pool``."""
+        limit = DEFAULT_ENGINE_LIMITS.max_retrieval_candidates
+        whole = request.model_copy(update={"limit": limit})
+        self.pool = tuple(await self.wrapped.retrieve(whole))
+        ranked: Sequence[ScoredCandidate] = await self.wrapped.retrieve_ranked(request)
+        return ranked
 
 
 def _fresh_directory(path: Path) -> Path:

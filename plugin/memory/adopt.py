@@ -39,7 +39,7 @@ from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.models import MemoryCandidate
 from affect_memory.kernel.protocols import RetrievalInput
 from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
-from affect_memory.memory.collections import HnswParams, UserCollections
+from affect_memory.memory.collections import HnswParams, UserCollections, stored_configuration
 from affect_memory.memory.layout import DEFAULT_COLLECTION
 from affect_memory.memory.location import DEFAULT_TIMEOUT, parse_location
 from affect_memory.memory.recall.explanation import rank_rows
@@ -442,7 +442,7 @@ def _check_candidates(candidates: object, top_k: int) -> int:
 
 
 def _space(collection: Any) -> object:
-    configuration: Mapping[str, Any] = collection.configuration or {}
+    configuration = stored_configuration(collection)  # raw: parsing it warns (see there)
     hnsw = configuration.get("hnsw") or {}
     legacy = (collection.metadata or {}).get("hnsw:space")
     return hnsw.get("space") or (configuration.get("spann") or {}).get("space") or legacy

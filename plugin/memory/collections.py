@@ -22,6 +22,7 @@ timed-out server).
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -57,6 +58,7 @@ __all__ = [
     "configured_hnsw",
     "migrate_command",
     "recorded_embedder",
+    "stored_configuration",
 ]
 
 
@@ -82,14 +84,41 @@ LIST_PAGE = 1_000
 """Collections listed per ``list_collections`` call."""
 
 
+def stored_configuration(collection: Any) -> dict[str, Any]:
+    """A collection's configuration as Chroma stored it: a plain dict with ``hnsw``, ``spann``.
+
+    Read raw, never through ``collection.configuration``: chromadb 1.5.9 records a collection
+    created without an embedding function (ours: we embed ourselves and never let Chroma attach
+    its default one) as ``"embedding_function": {"type": "legacy"}``, the only record it has for
+    "none" (``create_collection_configuration_to_json``), and every parse of that record warns
+    "legacy embedding function config". The only other records name a registered embedding
+    function, which every client reading the store would then have to register too.
+    """
+    raw = getattr(collection, "configuration_json", None)
+    return dict(raw) if isinstance(raw, Mapping) else {}
+
+
+@contextmanager
+def _legacy_config_unwarned() -> Iterator[None]:
+    """Silence exactly chromadb's "legacy embedding function config" warning, for one call.
+
+    ``modify(configuration=...)`` re-parses the stored configuration to merge the change in,
+    and a configuration without an embedding function is "legacy" to chromadb 1.5.9 however
+    it was created (see ``stored_configuration``): there is nothing to migrate, so the warning
+    says nothing about this store.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "legacy embedding function config", DeprecationWarning)
+        yield
+
+
 def configured_hnsw(collection: Any) -> dict[str, Any]:
     """A collection's HNSW configuration (its ``space`` included) as Chroma reports it."""
-    configuration: Mapping[str, Any] = collection.configuration or {}
-    return dict(configuration.get("hnsw") or {})
+    return dict(stored_configuration(collection).get("hnsw") or {})
 
 
 def _space(collection: Any) -> object:
-    configuration: Mapping[str, Any] = collection.configuration or {}
+    configuration = stored_configuration(collection)
     hnsw = configuration.get("hnsw") or {}
     return hnsw.get("space") or (configuration.get("spann") or {}).get("space")
 
@@ -296,10 +325,27 @@ class UserCollections:
             )
         if configured_hnsw(collection).get("sync_threshold") != SYNC_THRESHOLD:
             # Created before sync_threshold 1: without it an evicted index cannot be reloaded.
-            with self.backend(f"set sync_threshold on the collection of user {shown(user_id)}"):
+            with (
+                self.backend(f"set sync_threshold on the collection of user {shown(user_id)}"),
+                _legacy_config_unwarned(),
+            ):
                 collection.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
         with self._guard:
             return self._cached.setdefault(user_id, collection)
+
+    def drop(self, user_id: str) -> bool:
+        """Delete ``user_id``'s collection, if it exists; whether it did (for an erasure)."""
+        from chromadb.errors import NotFoundError
+
+        with self._guard:
+            self._cached.pop(user_id, None)
+        name = user_collection_name(self._prefix, user_id)
+        with self.backend(f"delete the collection of user {shown(user_id)}"):
+            try:
+                self._client.delete_collection(name)
+            except NotFoundError:
+                return False
+        return True
 
     def listed(self) -> list[Any]:
         """Every collection of the store, listed page by page (one call per 1,000)."""

@@ -3,6 +3,10 @@
 chromadb 1.5.9 silently loses vectors when two processes write one directory, so opening an
 embedded store locks it; objects of one process share the lock (Chroma shares one system per
 path inside a process), and a second process is refused with a pointer to server mode.
+Read-only commands are refused too: opening a ``PersistentClient`` writes ``chroma.sqlite3``
+(measured with chromadb 1.5.9: every open changes its content before anything is read), and
+two opens at once raced in Chroma's start-up, so readers cannot share a path either. The
+refusal is one line naming the path and each process holding it, with its command line.
 """
 
 from __future__ import annotations
@@ -10,15 +14,67 @@ from __future__ import annotations
 import fcntl
 import os
 import threading
+from contextlib import suppress
 from pathlib import Path
 from typing import ClassVar
 
 from affect_memory.errors import StoreLockedError, StoreUnavailableError
 
-__all__ = ["LOCK_FILE", "PathLock"]
+__all__ = ["LOCK_FILE", "PathLock", "holder_description", "holder_pids"]
 
 LOCK_FILE = ".affect-memory.lock"
 """The lock file inside an embedded store's directory."""
+
+_COMMAND_WIDTH = 200
+
+
+def holder_pids(directory: Path) -> list[int]:
+    """The processes holding an ``flock`` on ``directory`` (Linux's ``/proc/locks``), else the
+    pid the holder wrote into ``LOCK_FILE``; empty if neither says."""
+    found: list[int] = []
+    try:
+        status = os.stat(directory)
+        with open("/proc/locks", encoding="ascii") as table:
+            lines = table.read().splitlines()
+    except OSError:
+        lines = []
+    else:
+        device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+        for line in lines:
+            fields = line.split()
+            # "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; a waiter's line has "->".
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == device:
+                with suppress(ValueError):
+                    found.append(int(fields[4]))
+    if not found:
+        with suppress(OSError, ValueError):
+            found.append(int((directory / LOCK_FILE).read_bytes()[:32].decode("ascii").strip()))
+    return sorted(set(found))
+
+
+def _command_line(pid: int) -> str | None:
+    """``pid``'s command line, shortened to one line, or None if it cannot be read."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    command = " ".join(part for part in raw.decode("utf-8", "replace").split("\0") if part)
+    command = " ".join(command.split())  # never a line break in a one-line message
+    if len(command) > _COMMAND_WIDTH:
+        command = command[: _COMMAND_WIDTH - 1] + "…"
+    return command or None
+
+
+def holder_description(directory: Path) -> str:
+    """Who holds ``directory``'s lock, for one line: each pid with its command line."""
+    pids = holder_pids(directory)
+    if not pids:
+        return "pid unknown"
+    described = []
+    for pid in pids:
+        command = _command_line(pid)
+        described.append(f"pid {pid}" + (f": {command}" if command else ""))
+    return "; ".join(described)
 
 
 class PathLock:
@@ -66,22 +122,14 @@ class PathLock:
                 ) from None
             raise StoreLockedError(
                 f"the embedded store {directory} is in use by another process "
-                f"(pid {PathLock._holder(lock_path)}); an embedded path serves one process at "
-                f"a time - for several processes run `chroma run --path {directory} --port "
-                "8000` and pass --chroma http://127.0.0.1:8000"
+                f"({holder_description(directory)}); an embedded path serves one process at "
+                "a time, readers included (opening one writes to it) - stop that process, or "
+                f"for several processes run `chroma run --path {directory} --port 8000` and "
+                "pass --chroma http://127.0.0.1:8000"
             ) from None
         os.ftruncate(file_fd, 0)
         os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
         return directory_fd, file_fd
-
-    @staticmethod
-    def _holder(lock_path: Path) -> str:
-        """The pid the holder wrote into the lock file, or "unknown" if the file is gone."""
-        try:
-            with lock_path.open("rb") as file:
-                return file.read(32).decode("ascii", "replace").strip() or "unknown"
-        except OSError:
-            return "unknown"
 
     def release(self) -> None:
         """Drop this holder; the OS lock goes when the last holder in the process releases."""

@@ -39,6 +39,7 @@ PUBLIC = [
     "DEFAULT_STAGE_LADDER",
     "DecodingParams",
     "DefaultAppraisalPolicy",
+    "DelegatingRetriever",
     "EmotionMap",
     "EmotionSignal",
     "EngineError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -11,8 +12,21 @@ from pathlib import Path
 import pytest
 
 from affect_memory.cli import main
-from affect_memory.cli.demo import DEMO_CONVERSATION, DEMO_USER, SAMPLE_MEMORIES, DemoTurn, run_demo
+from affect_memory.cli.demo import (
+    DEMO_CONVERSATION,
+    DEMO_NOW,
+    DEMO_USER,
+    SAMPLE_MEMORIES,
+    DemoTurn,
+    _RecordingRetriever,
+    run_demo,
+)
 from affect_memory.errors import StoreError
+from affect_memory.kernel import AffectEngine, GateResult
+from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
+from affect_memory.memory.batches import read_records
+from affect_memory.memory.store import ChromaMemory
+from affect_memory.models.embeddings import Embedder
 
 
 @pytest.fixture(scope="module")
@@ -151,3 +165,28 @@ def test_bad_memories_are_named_by_line_like_ingest_and_nothing_is_created(
     assert demo_line.removeprefix("affect-memory demo: ") == ingest_line.removeprefix(
         "affect-memory ingest: "
     )
+
+
+@pytest.mark.parametrize("message", [message for message, _ in DEMO_CONVERSATION])
+def test_the_demo_s_retriever_ranks_a_turn_as_recall_does(
+    message: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    """The demo wraps the user's retriever to record its pool: the wrapper must not hide
+    recall's ranking (it once dropped ``ranking_weights``, and turns ranked with the kernel's
+    defaults)."""
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(read_records(SAMPLE_MEMORIES))
+        recording = _RecordingRetriever(memory.retriever_for(DEMO_USER))
+        engine = AffectEngine(
+            model=ScriptedModel(gates=[GateResult(should_retrieve=True)], replies=[["ok"]]),
+            store=InMemoryStateStore(),
+            conversation_id="c",
+            retriever=recording,
+            clock=lambda: DEMO_NOW,
+        )
+        turn = asyncio.run(engine.turn(message))
+        expected = memory.recall(message, DEMO_USER, now=DEMO_NOW, top_k=6).results
+    assert [(m.candidate.id, m.score) for m in turn.memories] == [
+        (hit.id, hit.score) for hit in expected
+    ]
+    assert {m.candidate.id for m in turn.memories} <= {c.id for c in recording.pool}

@@ -18,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 from affect_memory.errors import StoreError, WrongSpaceError
 from affect_memory.kernel import InvalidInputError, MemoryCandidate, rank_candidates
 from affect_memory.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
+from affect_memory.memory.collections import stored_configuration
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 
@@ -81,7 +82,7 @@ def _everything(client: Any, name: str) -> tuple[Any, ...]:
         [got["documents"][i] for i in order],
         [got["metadatas"][i] for i in order],
         np.asarray(got["embeddings"])[order],
-        collection.configuration,
+        stored_configuration(collection),
         collection.metadata,
         collection.count(),
     )

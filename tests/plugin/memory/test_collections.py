@@ -11,7 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from affect_memory.memory.collections import DEFAULT_HNSW, SYNC_THRESHOLD
+from affect_memory.memory.collections import (
+    DEFAULT_HNSW,
+    SYNC_THRESHOLD,
+    configured_hnsw,
+    stored_configuration,
+)
 from affect_memory.memory.layout import collection_metadata
 from affect_memory.memory.location import open_client, parse_location
 from affect_memory.memory.store import ChromaMemory
@@ -55,7 +60,9 @@ def test_a_new_collection_is_cosine_with_the_hnsw_settings_and_sync_threshold_on
 ) -> None:
     with ChromaMemory(tmp_path, embedder=embedder) as memory:
         memory.add([record("m1", "I keep bees.")])
-        configuration = _raw(memory).get_collection(memory.collection_for("ann")).configuration
+        configuration = stored_configuration(
+            _raw(memory).get_collection(memory.collection_for("ann"), embedding_function=None)
+        )
     assert configuration["hnsw"] == {
         "space": "cosine",
         "ef_construction": 200,
@@ -103,15 +110,13 @@ def test_a_collection_made_before_sync_threshold_one_is_fixed_when_opened(
                 documents=[f"{user} note {j}" for j in range(3)],
                 metadatas=[_metadata(user, j) for j in range(3)],
             )
-        assert (
-            client.get_collection(memory.collection_for(users[0])).configuration["hnsw"][
-                "sync_threshold"
-            ]
-            == 1000
-        )
+        first = client.get_collection(memory.collection_for(users[0]), embedding_function=None)
+        assert configured_hnsw(first)["sync_threshold"] == 1000
         _recall_every_user_twice(memory, users)
         for user in users:
-            hnsw = client.get_collection(memory.collection_for(user)).configuration["hnsw"]
+            hnsw = configured_hnsw(
+                client.get_collection(memory.collection_for(user), embedding_function=None)
+            )
             assert hnsw["sync_threshold"] == SYNC_THRESHOLD
 
 
