@@ -22,7 +22,7 @@ import asyncio
 import functools
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from time import perf_counter
@@ -47,6 +47,9 @@ from affect_memory.memory.collections import (
     configured_hnsw,
     recorded_embedder,
 )
+from affect_memory.memory.erasure import ErasureReport, erase_user, finish_pending_erasures
+from affect_memory.memory.export import DEFAULT_LIST_LIMIT, check_page, exported_records
+from affect_memory.memory.filters import WhereInput, parse_where
 from affect_memory.memory.index.memory_index import MemoryIndex
 from affect_memory.memory.index.opening import open_backend, resolve_index
 from affect_memory.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
@@ -180,6 +183,7 @@ class ChromaMemory:
                     self._location.path, self._collections, self._index, self._embedder
                 )
             self._index.reconcile_pending()  # what a killed writer left, settled on opening
+            finish_pending_erasures(self._collections, self._index)  # and a killed erasure
         except BaseException:
             self.close()
             raise
@@ -382,10 +386,12 @@ class ChromaMemory:
         weights: RetrievalWeights | None = None,
         congruence_on: bool = True,
         whole_pool: bool = False,
+        where: WhereInput = None,
     ) -> list[RankedQuery]:
         """The one read path of recall and of the engine's retriever: plan each query, embed
         it as the user's memories write their owner, rank
-        (``affect_memory.memory.recall.pipeline``)."""
+        (``affect_memory.memory.recall.pipeline``) among the memories meeting ``where``."""
+        checked_where = parse_where(where)
         if self._hybrid is None:
             self._hybrid = HybridRecall(
                 self._collections, self.index, observer=self._observer, topics=self._topics
@@ -408,6 +414,7 @@ class ChromaMemory:
             weights=weights,
             congruence_on=congruence_on,
             whole_pool=whole_pool,
+            where=checked_where,
         )
 
     def pool_candidates(
@@ -558,13 +565,16 @@ class ChromaMemory:
         congruence_on: bool = True,
         weights: RetrievalWeights | None = None,
         settings: RecallSettings | None = None,
+        where: WhereInput = None,
     ) -> RecallResult:
         """Retrieve and rerank with the kernel; every hit keeps its score breakdown. Read-only.
 
         ``settings`` (default ``DEFAULT_RECALL_SETTINGS``) build the pool and rank it;
         ``candidates`` (the dense pool size) and ``weights`` replace theirs when given. The
         dense search always fetches at least ``top_k`` memories, so ``top_k`` above
-        ``candidates`` widens it rather than returning fewer.
+        ``candidates`` widens it rather than returning fewer. ``where`` (e.g.
+        ``{"agent_id": "x"}``, ``{"extra.project": {"$in": ["p", "q"]}}``; see
+        ``affect_memory.memory.filters``) keeps only the memories meeting it, before ranking.
         """
         return self.recall_many(
             [{"query": query, "user_id": user_id, "mood_valence": mood_valence}],
@@ -574,6 +584,7 @@ class ChromaMemory:
             congruence_on=congruence_on,
             weights=weights,
             settings=settings,
+            where=where,
         )[0]
 
     def recall_many(
@@ -586,14 +597,17 @@ class ChromaMemory:
         congruence_on: bool = True,
         weights: RetrievalWeights | None = None,
         settings: RecallSettings | None = None,
+        where: WhereInput = None,
     ) -> list[RecallResult]:
         """Recall for many queries: one embedding batch, one Chroma query per user. Read-only.
 
         Scores, distances and similarities agree with one ``recall`` per query within
         ``RECALL_MANY_TOLERANCE`` (1e-6; the model embeds a query in a batch slightly
         differently, in the last bits), and so does the order, except between results whose
-        scores are within that of each other.
+        scores are within that of each other. ``where`` filters every query's memories as
+        ``recall``'s does.
         """
+        checked_where = parse_where(where)
         if isinstance(queries, Mapping | BaseModel | str):
             raise InvalidInputError(
                 f"recall_many takes a list of queries, got one {type(queries).__name__}; "
@@ -628,6 +642,7 @@ class ChromaMemory:
                 top_k=top_k,
                 settings=resolved,
                 congruence_on=congruence_on,
+                where=checked_where,
             )
             found.update(zip(indices, ranked, strict=True))
         stamp = moment.astimezone(UTC).isoformat(timespec="microseconds")
@@ -725,10 +740,76 @@ class ChromaMemory:
 
     # ------------------------------------------------------------------ async
 
-    async def arecall(self, query: str, user_id: str, **options: Any) -> RecallResult:
+    async def arecall(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        mood_valence: float = 0.0,
+        now: str | datetime | float | None = None,
+        top_k: int = 6,
+        candidates: int | None = None,
+        congruence_on: bool = True,
+        weights: RetrievalWeights | None = None,
+        settings: RecallSettings | None = None,
+        where: WhereInput = None,
+    ) -> RecallResult:
         """``recall`` for an event loop: the same result, computed in the store's worker thread
-        while the loop runs on (``affect_memory.memory.worker``); takes ``recall``'s keywords."""
-        return await self._worker.run(functools.partial(self.recall, query, user_id, **options))
+        while the loop runs on (``affect_memory.memory.worker``)."""
+        call = functools.partial(
+            self.recall,
+            query,
+            user_id,
+            mood_valence=mood_valence,
+            now=now,
+            top_k=top_k,
+            candidates=candidates,
+            congruence_on=congruence_on,
+            weights=weights,
+            settings=settings,
+            where=where,
+        )
+        return await self._worker.run(call)
+
+    async def arecall_many(
+        self,
+        queries: Sequence[RecallQuery | Mapping[str, Any]],
+        *,
+        now: str | datetime | float | None = None,
+        top_k: int = 6,
+        candidates: int | None = None,
+        congruence_on: bool = True,
+        weights: RetrievalWeights | None = None,
+        settings: RecallSettings | None = None,
+        where: WhereInput = None,
+    ) -> list[RecallResult]:
+        """``recall_many`` for an event loop, in the store's worker thread."""
+        batch = queries if isinstance(queries, Mapping | BaseModel | str) else list(queries)
+        call = functools.partial(
+            self.recall_many,
+            batch,
+            now=now,
+            top_k=top_k,
+            candidates=candidates,
+            congruence_on=congruence_on,
+            weights=weights,
+            settings=settings,
+            where=where,
+        )
+        return await self._worker.run(call)
+
+    async def aget(self, ids: Iterable[str], *, user_id: str) -> tuple[MemoryRecord, ...]:
+        """``get`` for an event loop, in the store's worker thread."""
+        wanted = list(ids) if not isinstance(ids, str) else ids
+        return await self._worker.run(functools.partial(self.get, wanted, user_id=user_id))
+
+    async def aupsert(
+        self, records: Iterable[MemoryRecord | Mapping[str, Any]], *, progress: bool | None = False
+    ) -> WriteReport:
+        """``upsert`` for an event loop, in the store's worker thread (validated whole first;
+        no progress bar unless asked, as ``aadd``)."""
+        batch = list(records) if not isinstance(records, Mapping | str) else records
+        return await self._worker.run(functools.partial(self.upsert, batch, progress=progress))
 
     async def aadd(
         self, records: Iterable[MemoryRecord | Mapping[str, Any]], *, progress: bool | None = False
@@ -772,6 +853,52 @@ class ChromaMemory:
 
     def __repr__(self) -> str:
         return f"ChromaMemory({self.location!r}, collection={self._prefix!r})"
+
+    # ------------------------------------------------------------------ data rights
+    # (last in the class: a method named ``list`` would shadow the builtin in the annotations
+    # of every method after it)
+
+    def list(
+        self, user_id: str, *, limit: int = DEFAULT_LIST_LIMIT, offset: int = 0
+    ) -> tuple[MemoryRecord, ...]:
+        """A page of ``user_id``'s memories, oldest timestamp first, then by id (``limit`` at
+        most 1,000); recall counts are the index's (``affect_memory.memory.export``)."""
+        user_id = check_user(user_id)
+        limit, offset = check_page(limit, offset)
+        ids = self._index.ordered_ids(user_id, limit=limit, offset=offset)
+        return self.get(ids, user_id=user_id)
+
+    def export(self, user_id: str) -> Iterator[dict[str, Any]]:
+        """Every memory of ``user_id`` as JSON-able objects that ``ingest`` reads back into
+        the same records, recall counts and times included, in ``list``'s order; lazy, page by
+        page (``affect_memory.memory.export.write_jsonl`` writes them as JSON lines)."""
+        user_id = check_user(user_id)
+        return exported_records(
+            lambda limit, offset: self._index.ordered_ids(user_id, limit=limit, offset=offset),
+            lambda ids: self.get(ids, user_id=user_id),
+        )
+
+    def erase_user(self, user_id: str) -> ErasureReport:
+        """Erase every memory of ``user_id``: their Chroma collection and every index row
+        (documents, postings, journal, recall counts); crash-safe, see
+        ``affect_memory.memory.erasure``. Another user's memories, same ids or not, stay."""
+        return erase_user(self._collections, self._index, user_id)
+
+    async def alist(
+        self, user_id: str, *, limit: int = DEFAULT_LIST_LIMIT, offset: int = 0
+    ) -> tuple[MemoryRecord, ...]:
+        """``list`` for an event loop, in the store's worker thread."""
+        return await self._worker.run(
+            functools.partial(self.list, user_id, limit=limit, offset=offset)
+        )
+
+    async def aexport(self, user_id: str) -> tuple[dict[str, Any], ...]:
+        """``export`` for an event loop: every line, read whole in the store's worker thread."""
+        return await self._worker.run(lambda: tuple(self.export(user_id)))
+
+    async def aerase_user(self, user_id: str) -> ErasureReport:
+        """``erase_user`` for an event loop, in the store's worker thread."""
+        return await self._worker.run(functools.partial(self.erase_user, user_id))
 
 
 def _directory_size(path: Path) -> int:

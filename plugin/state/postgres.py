@@ -37,11 +37,14 @@ written.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC
 from typing import TypeVar
+
+from psycopg import sql
 
 try:
     import psycopg
@@ -88,6 +91,12 @@ from affect_memory.state.postgres_sessions import (
     Lease,
     Sessions,
     conversation_lock_key,
+)
+from affect_memory.state.user_links import (
+    StateErasure,
+    check_user_id,
+    outbox_naming,
+    payload_users,
 )
 
 __all__ = [
@@ -243,6 +252,71 @@ class PostgresStateStore(ClosingStore):
         statement = self._sql.complete
         await self._sessions.pooled(lambda c: c.execute(statement, (wanted,)), "complete items of")
 
+    # -- users ---------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _user_sql(self) -> dict[str, str]:
+        """The statements over ``conversation_users`` and what erasing a user deletes."""
+        tables = {
+            name: sql.Identifier(self._schema, name)
+            for name in ("conversations", "messages", "outbox", "conversation_users")
+        }
+
+        def render(text: str) -> str:
+            return sql.SQL(text).format(**tables).as_string(None)
+
+        return {
+            "link": render(
+                "INSERT INTO {conversation_users} (conversation_id, user_id) VALUES (%s, %s) "
+                "ON CONFLICT DO NOTHING"
+            ),
+            "linked": render("SELECT conversation_id FROM {conversation_users} WHERE user_id = %s"),
+            "outbox": render("SELECT id, conversation_id, payload FROM {outbox}"),
+            "messages": render("DELETE FROM {messages} WHERE conversation_id = ANY(%s)"),
+            "outbox_of": render("DELETE FROM {outbox} WHERE conversation_id = ANY(%s)"),
+            "outbox_ids": render("DELETE FROM {outbox} WHERE id = ANY(%s)"),
+            "conversations": render("DELETE FROM {conversations} WHERE conversation_id = ANY(%s)"),
+            "links": render(
+                "DELETE FROM {conversation_users} WHERE user_id = %s OR conversation_id = ANY(%s)"
+            ),
+        }
+
+    async def link_user(self, conversation_id: str, user_id: str) -> None:
+        """Record that ``conversation_id`` belongs to ``user_id`` (``erase_user`` removes it
+        with the user); commits with a memory turn effect link themselves."""
+        check_conversation_id(conversation_id)
+        check_storable(conversation_id, "conversation_id")
+        user_id = check_user_id(user_id)
+        statement = self._user_sql["link"]
+        await self._sessions.pooled(
+            lambda c: c.execute(statement, (conversation_id, user_id)), "link a user to"
+        )
+
+    async def erase_user(self, user_id: str) -> StateErasure:
+        """Remove, in one transaction, the state, transcript and outbox items of every
+        conversation of ``user_id`` and every outbox item naming them
+        (``affect_memory.state.user_links``); running it again removes nothing more."""
+        user_id = check_user_id(user_id)
+        statements = self._user_sql
+
+        def erase(connection: Connection) -> StateErasure:
+            with connection.transaction():
+                linked = {
+                    row[0] for row in connection.execute(statements["linked"], (user_id,))
+                }
+                items, named = outbox_naming(
+                    connection.execute(statements["outbox"]).fetchall(), user_id
+                )
+                conversations = sorted(linked | named)
+                messages = connection.execute(statements["messages"], (conversations,)).rowcount
+                outbox = connection.execute(statements["outbox_of"], (conversations,)).rowcount
+                outbox += connection.execute(statements["outbox_ids"], (sorted(items),)).rowcount
+                connection.execute(statements["conversations"], (conversations,))
+                connection.execute(statements["links"], (user_id, conversations))
+            return StateErasure(user_id, tuple(conversations), messages, outbox)
+
+        return await self._sessions.pooled(erase, "erase a user from")
+
     def _read_state(self, connection: Connection, conversation_id: str) -> AffectState | None:
         row = connection.execute(self._sql.read_state, (conversation_id,)).fetchone()
         return None if row is None else decode_state(conversation_id, row[0])
@@ -283,6 +357,8 @@ class PostgresStateStore(ClosingStore):
         }
         stamp = now.astimezone(UTC)
         statements = self._sql
+        links = [(conversation_id, user) for user in sorted(payload_users(prepared.outbox))]
+        link = self._user_sql["link"]
 
         def write(connection: Connection) -> None:
             # One round trip: BEGIN, the writes and COMMIT travel as one pipeline; any
@@ -296,6 +372,8 @@ class PostgresStateStore(ClosingStore):
                     connection.execute(statements.append_messages, message_rows)
                 if outbox_rows["ids"]:
                     connection.execute(statements.add_outbox, outbox_rows)
+                for pair in links:
+                    connection.execute(link, pair)
 
         return write
 

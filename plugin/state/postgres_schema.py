@@ -32,7 +32,7 @@ __all__ = [
     "schema_key32",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The newest migration this module applies and the only schema version it reads."""
 
 DEFAULT_SCHEMA = "affect_memory"
@@ -67,8 +67,19 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX outbox_pending ON {schema}.outbox (topic, seq) WHERE NOT applied",
         ),
     ),
+    (
+        2,
+        "which users each conversation belongs to",
+        (
+            "CREATE TABLE {schema}.conversation_users ("
+            " conversation_id text NOT NULL,"
+            " user_id text NOT NULL,"
+            " PRIMARY KEY (conversation_id, user_id))",
+            "CREATE INDEX conversation_users_by_user ON {schema}.conversation_users (user_id)",
+        ),
+    ),
 )
-TABLES = ("conversations", "messages", "outbox")
+TABLES = ("conversations", "messages", "outbox", "conversation_users")
 """The store's tables, besides ``schema_version``."""
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 """What a schema name may be: a lower-case PostgreSQL identifier."""

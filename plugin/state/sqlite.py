@@ -63,6 +63,12 @@ from affect_memory.state.file_locks import FileLocks, release
 from affect_memory.state.sqlite_connections import SQLiteConnections
 from affect_memory.state.sqlite_reads import ReadCache
 from affect_memory.state.sqlite_schema import SCHEMA_VERSION, migrate
+from affect_memory.state.user_links import (
+    StateErasure,
+    check_user_id,
+    outbox_naming,
+    payload_users,
+)
 
 try:
     import fcntl
@@ -87,6 +93,9 @@ _SEEN = (
 """What a transaction's reads depend on: the state row and the newest message of a conversation."""
 
 _Seen = tuple[str | None, int | None]
+
+_LINK = "INSERT OR IGNORE INTO conversation_users (conversation_id, user_id) VALUES (?, ?)"
+"""Link a conversation to a user (``affect_memory.state.user_links``)."""
 
 _T = TypeVar("_T")
 
@@ -327,6 +336,63 @@ class SQLiteStateStore(ClosingStore):
                 reason,
             )
 
+    # -- users ---------------------------------------------------------------------------
+
+    async def link_user(self, conversation_id: str, user_id: str) -> None:
+        """Record that ``conversation_id`` belongs to ``user_id`` (``erase_user`` removes it
+        with the user); commits with a memory turn effect link themselves."""
+        check_conversation_id(conversation_id)
+        user_id = check_user_id(user_id)
+
+        def link(connection: sqlite3.Connection) -> None:
+            with self._db.write(connection):
+                connection.execute(_LINK, (conversation_id, user_id))
+
+        await self._db.run(link)
+
+    async def erase_user(self, user_id: str) -> StateErasure:
+        """Remove, in one transaction, the state, transcript and outbox items of every
+        conversation of ``user_id`` and every outbox item naming them
+        (``affect_memory.state.user_links``); running it again removes nothing more."""
+        user_id = check_user_id(user_id)
+
+        def erase(connection: sqlite3.Connection) -> StateErasure:
+            with self._db.write(connection):
+                linked = {
+                    conversation_id
+                    for (conversation_id,) in connection.execute(
+                        "SELECT conversation_id FROM conversation_users WHERE user_id = ?",
+                        (user_id,),
+                    )
+                }
+                items, named = outbox_naming(
+                    connection.execute("SELECT id, conversation_id, payload FROM outbox"),
+                    user_id,
+                )
+                conversations = sorted(linked | named)
+                messages = outbox = 0
+                for conversation_id in conversations:
+                    messages += connection.execute(
+                        "DELETE FROM messages WHERE conversation_id = ?", (conversation_id,)
+                    ).rowcount
+                    outbox += connection.execute(
+                        "DELETE FROM outbox WHERE conversation_id = ?", (conversation_id,)
+                    ).rowcount
+                    for statement in (
+                        "DELETE FROM conversations WHERE conversation_id = ?",
+                        "DELETE FROM conversation_users WHERE conversation_id = ?",
+                    ):
+                        connection.execute(statement, (conversation_id,))
+                for item_id in sorted(items):
+                    outbox += connection.execute(
+                        "DELETE FROM outbox WHERE id = ?", (item_id,)
+                    ).rowcount
+                connection.execute("DELETE FROM conversation_users WHERE user_id = ?", (user_id,))
+            self._reads.forget(conversations)
+            return StateErasure(user_id, tuple(conversations), messages, outbox)
+
+        return await self._db.run(erase)
+
     def _commit_work(
         self,
         conversation_id: str,
@@ -357,6 +423,7 @@ class SQLiteStateStore(ClosingStore):
             for index, item in enumerate(prepared.outbox)
         ]
         stamp = now.astimezone(UTC).isoformat()
+        links = [(conversation_id, user) for user in sorted(payload_users(prepared.outbox))]
 
         def write(connection: sqlite3.Connection) -> None:
             with self._db.write(connection):
@@ -389,6 +456,8 @@ class SQLiteStateStore(ClosingStore):
                         "VALUES (?, ?, ?, ?)",
                         outbox_rows,
                     )
+                if links:
+                    connection.executemany(_LINK, links)
 
         return write
 

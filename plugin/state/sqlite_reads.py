@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -102,6 +103,12 @@ class ReadCache:
         else:
             self._remember(conversation_id, messages=None, last_seq=0, complete=False)
         return window
+
+    def forget(self, conversation_ids: Iterable[str]) -> None:
+        """Drop what is cached of these conversations (after their erasure)."""
+        with self._guard:
+            for conversation_id in conversation_ids:
+                self._entries.pop(conversation_id, None)
 
     def _cached(self, conversation_id: str) -> _Cached:
         with self._guard:

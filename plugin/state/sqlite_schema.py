@@ -11,7 +11,7 @@ from affect_memory.kernel.errors import StateStoreError
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """``PRAGMA user_version`` of the tables this module writes; older files are upgraded on open."""
 
 _SCHEMA_V1 = """
@@ -44,6 +44,12 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
     1: (
         "ALTER TABLE outbox ADD COLUMN quarantine_reason TEXT",
         "ALTER TABLE outbox ADD COLUMN quarantined_at TEXT",
+    ),
+    # 2 -> 3: which users each conversation belongs to (``affect_memory.state.user_links``).
+    2: (
+        "CREATE TABLE conversation_users (conversation_id TEXT NOT NULL, user_id TEXT NOT NULL,"
+        " PRIMARY KEY (conversation_id, user_id))",
+        "CREATE INDEX conversation_users_by_user ON conversation_users (user_id)",
     ),
 }
 """The statements that take a file from each schema version to the next."""

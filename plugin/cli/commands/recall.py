@@ -73,6 +73,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "writes it; fields it leaves out keep the defaults"
         ),
     )
+    parser.add_argument(
+        "--where",
+        metavar="JSON",
+        help=(
+            'recall only memories meeting a filter, a JSON object such as \'{"agent_id": "x"}\', '
+            '\'{"conversation_id": {"$in": ["c1", "c2"]}}\' or \'{"extra.project": "p"}\' '
+            "(fields agent_id, conversation_id, extra.KEY; operators $eq, $in; all must hold); "
+            "applied before ranking, so --top matching memories come back when they exist"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_store_arguments(parser)
     parser.set_defaults(handler=run)
@@ -103,6 +113,26 @@ def _batch(path: Path) -> tuple[list[Any], list[dict[str, Any]]]:
     if not labels:
         raise InvalidInputError(f"{path}: no queries (expected one JSON object per line)")
     return queries, labels
+
+
+def _where(text: str | None) -> Any:
+    """The ``--where`` filter, checked before the store opens (a bad one: one line)."""
+    from affect_memory.kernel.errors import InvalidInputError
+    from affect_memory.memory.filters import parse_where
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInputError(
+            f"--where must be a JSON object like '{{\"agent_id\": \"x\"}}': {error.msg} at "
+            f"character {error.pos}"
+        ) from None
+    try:
+        return parse_where(value)
+    except InvalidInputError as error:
+        raise InvalidInputError(f"--{error}") from None
 
 
 def _short(text: str) -> str:
@@ -154,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
             "--user-id and --mood-valence go inside each line of --queries, not beside it"
         )
     now = normalize_timestamp(args.now, field="--now").moment if args.now else None
+    where = _where(args.where)
     labels: list[dict[str, Any]] = []
     if args.queries is not None:
         queries, labels = _batch(args.queries)
@@ -168,7 +199,12 @@ def run(args: argparse.Namespace) -> int:
     settings = load_recall_settings(args.weights) if args.weights is not None else None
     with open_memory(args, create=False) as memory:
         results = memory.recall_many(
-            queries, now=now, top_k=args.top, candidates=args.candidates, settings=settings
+            queries,
+            now=now,
+            top_k=args.top,
+            candidates=args.candidates,
+            settings=settings,
+            where=where,
         )
     if args.queries is not None or args.json:
         for index, result in enumerate(results):

@@ -11,13 +11,18 @@ ranking could score (malformed metadata, another user's id), so recall reads suc
 Chroma and skips or refuses it as it always did. Every write sets its embedding too, the
 bytes of the very values Chroma returns for it (``embedding_bytes``), so the cosine
 recall computes from the index's copy is the one it computed from Chroma's; NULL when Chroma's
-was not read or is no plain vector, and recall then reads it from Chroma.
+was not read or is no plain vector, and recall then reads it from Chroma. And every write sets
+its filter tags (``index_tags``: ``agent_id``, ``conversation_id``, ``extra`` keys, from the
+metadata Chroma holds), so a filtered recall restricts its lexical candidates in SQL; a
+document whose metadata was not read is untagged (``tagged`` NULL) and no filtered search
+finds it lexically until a backfill tags it (Chroma's filtered query still does).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +31,10 @@ import numpy as np
 
 from affect_memory.errors import StoreError
 from affect_memory.kernel.errors import shown
+from affect_memory.memory.filters import metadata_tags
 from affect_memory.memory.index.analyzer import ANALYZER, document_terms
 from affect_memory.memory.index.backend import Tx
-from affect_memory.memory.index.schema import in_chunks, placeholders
+from affect_memory.memory.index.schema import FIELDS_LEVEL, in_chunks, placeholders
 from affect_memory.memory.records import MAX_RECALL_COUNT, MemoryRecord
 from affect_memory.memory.timestamps import MAX_EPOCH
 
@@ -115,6 +121,9 @@ class IndexedDoc:
     """Turn ids already counted in ``recall_count`` (from a store written before the index)."""
     embedding: bytes | None = None
     """The row's embedding as Chroma holds it (``embedding_bytes``), or None: not known."""
+    tags: tuple[tuple[str, str], ...] | None = None
+    """The row's filter tags (``affect_memory.memory.filters.metadata_tags``), or None: not
+    known (its metadata was not read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +184,7 @@ def doc_from_record(
         replace_counts=True,
         ranked=None if stored is None else _ranked_stored(record.text, stored),
         embedding=embedding_bytes(embedding),
+        tags=None if stored is None else metadata_tags(stored),
     )
 
 
@@ -240,7 +250,13 @@ def doc_from_stored(
         if isinstance(turns, list)
         else (),
         embedding=embedding_bytes(embedding),
+        tags=None if metadata is None else metadata_tags(metadata),
     )
+
+
+def _fresh_generation() -> int:
+    """A new user row's first postings generation: microseconds since the epoch."""
+    return time.time_ns() // 1000
 
 
 def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: str) -> bool:
@@ -253,10 +269,12 @@ def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: 
         "SELECT collection, collection_id FROM index_users WHERE user_key = ?", (key,)
     )
     if row is None:
+        # A user row made again (after an erasure) starts its postings generation past any a
+        # process may still cache for the old row, so no cache takes the new postings for old.
         tx.run(
             "INSERT INTO index_users (user_key, collection, collection_id, user_id, analyzer, "
-            "ranked_fields) VALUES (?, ?, ?, ?, ?, 1)",
-            (key, collection, collection_id, user_id, ANALYZER),
+            "ranked_fields, generation) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, collection, collection_id, user_id, ANALYZER, FIELDS_LEVEL, _fresh_generation()),
         )
         return True
     if row[0] != collection:
@@ -270,15 +288,15 @@ def ensure_user(tx: Tx, key: int, collection: str, collection_id: str, user_id: 
     tx.run("DELETE FROM index_journal WHERE user_key = ?", (key,))
     tx.run(
         "UPDATE index_users SET collection_id = ?, analyzer = ?, doc_count = 0, "
-        "total_length = 0, ranked_fields = 1 WHERE user_key = ?",
-        (collection_id, ANALYZER, key),
+        "total_length = 0, ranked_fields = ? WHERE user_key = ?",
+        (collection_id, ANALYZER, FIELDS_LEVEL, key),
     )
     return True
 
 
 def remove_user_docs(tx: Tx, key: int) -> None:
     """Drop every memory of a user (their row stays, with zero totals)."""
-    for table in ("index_postings", "index_recalls", "index_docs"):
+    for table in ("index_postings", "index_recalls", "index_tags", "index_docs"):
         tx.run(f"DELETE FROM {table} WHERE user_key = ?", (key,))
     tx.run("UPDATE index_users SET doc_count = 0, total_length = 0 WHERE user_key = ?", (key,))
     _changed(tx, key, [ALL_DOCS])
@@ -323,6 +341,28 @@ def _ranked_values(doc: IndexedDoc, owner: str) -> tuple[Any, ...]:
     )
 
 
+def _put_tags(tx: Tx, key: int, tagged: Sequence[tuple[int, IndexedDoc]]) -> None:
+    """Replace the filter tags of these documents (doc key, doc) with each doc's own."""
+    keys = [doc_key for doc_key, _ in tagged]
+    for part in in_chunks(keys):
+        tx.run(
+            f"DELETE FROM index_tags WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
+            (key, *part),
+        )
+    tx.many(
+        "INSERT INTO index_tags (user_key, doc_key, field, value) VALUES (?, ?, ?, ?)",
+        [
+            (key, doc_key, field, value)
+            for doc_key, doc in tagged
+            for field, value in doc.tags or ()
+        ],
+    )
+    tx.many(
+        "UPDATE index_docs SET tagged = ? WHERE user_key = ? AND doc_key = ?",
+        [(None if doc.tags is None else 1, key, doc_key) for doc_key, doc in tagged],
+    )
+
+
 def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = False) -> None:
     """Index ``docs`` for user ``key``: new ones added, known ones brought up to date.
 
@@ -349,12 +389,14 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
     stale: list[int] = []
     doc_updates: list[tuple[Any, ...]] = []
     count_updates: list[tuple[Any, ...]] = []
+    tagged: list[tuple[int, IndexedDoc]] = []
     for doc in docs:
         digest = text_hash(doc.text)
         known = existing.get(doc.memory_id)
         if known is None:
             doc_key = next_key
             next_key += 1
+            tagged.append((doc_key, doc))
             terms, length = document_terms(doc.text)
             postings.extend((key, term, doc_key, tf, length) for term, tf in terms.items())
             added_length += length
@@ -375,6 +417,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
             )
             continue
         doc_key, old_digest, old_length = known
+        tagged.append((doc_key, doc))
         length = old_length
         if rebuild or digest != old_digest:
             terms, length = document_terms(doc.text)
@@ -411,6 +454,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
         "INSERT INTO index_postings (user_key, term, doc_key, tf, length) VALUES (?, ?, ?, ?, ?)",
         postings,
     )
+    _put_tags(tx, key, tagged)
     turns = [
         (key, int(new_row[1]), turn)
         for new_row, doc in zip(new_rows, fresh, strict=True)
@@ -440,6 +484,9 @@ def remove_docs(tx: Tx, key: int, ids: Sequence[str]) -> list[str]:
         marks = placeholders(len(part))
         tx.run(
             f"DELETE FROM index_recalls WHERE user_key = ? AND doc_key IN ({marks})", (key, *part)
+        )
+        tx.run(
+            f"DELETE FROM index_tags WHERE user_key = ? AND doc_key IN ({marks})", (key, *part)
         )
         tx.run(f"DELETE FROM index_docs WHERE user_key = ? AND doc_key IN ({marks})", (key, *part))
     removed_length = sum(length for _, _, length in existing.values())

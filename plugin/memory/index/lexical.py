@@ -15,6 +15,10 @@ back). The scores are the same bits with or without it.
 Asked which ids the caller already has (``known``: the query's dense candidates), a search
 also reads, in its snapshot, the embeddings the index holds of the other hits (``absent``),
 so recall computes their cosine without reading Chroma.
+
+With a filter (``where``, ``affect_memory.memory.filters``) only the memories whose tags meet
+it compete for the ``limit`` places, read in the same snapshot; BM25's statistics stay the
+user's (a memory scores the same filtered or not).
 """
 
 from __future__ import annotations
@@ -28,13 +32,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from affect_memory.memory.filters import MemoryFilter, index_condition
 from affect_memory.memory.index.analyzer import query_terms
 from affect_memory.memory.index.backend import Tx
 from affect_memory.memory.index.bm25 import TermPostings, idf, postings_of, score_terms
 from affect_memory.memory.index.documents import ALL_DOCS
 from affect_memory.memory.index.schema import in_chunks, placeholders
 
-__all__ = ["CACHE_POSTINGS", "LexicalHits", "PostingsCache", "document_frequencies", "search"]
+__all__ = [
+    "CACHE_POSTINGS",
+    "FilteredMembers",
+    "LexicalHits",
+    "PostingsCache",
+    "document_frequencies",
+    "filtered_docs",
+    "filtered_members",
+    "search",
+]
 
 CACHE_POSTINGS = 2_000_000
 """Postings a cache holds at most (24 bytes each: about 48 MB), least recently used out."""
@@ -300,6 +314,48 @@ def _user_totals(tx: Tx, key: int) -> tuple[Any, ...] | None:
     )
 
 
+def filtered_docs(tx: Tx, key: int, where: MemoryFilter) -> npt.NDArray[np.int64]:
+    """The document keys of user ``key``'s memories whose tags meet ``where``, sorted."""
+    condition, params = index_condition(where)
+    rows = tx.rows(
+        f"SELECT d.doc_key FROM index_docs d WHERE d.user_key = ? AND {condition}",
+        (key, *params),
+    )
+    return np.sort(np.asarray([int(row[0]) for row in rows], dtype=np.int64))
+
+
+@dataclass(frozen=True, slots=True)
+class FilteredMembers:
+    """How many of a user's memories meet a filter, and those a caller lacks with their
+    embeddings (None: read it from Chroma), in document order."""
+
+    count: int
+    ids: list[str] = field(default_factory=list)
+    vectors: list[bytes | None] = field(default_factory=list)
+
+
+def filtered_members(
+    tx: Tx, key: int, where: MemoryFilter, known: Collection[str]
+) -> FilteredMembers:
+    """The memories of user ``key`` meeting ``where``: their count, and (only when more meet
+    it than ``known`` holds) the others with the embeddings the index holds of them."""
+    doc_keys = filtered_docs(tx, key, where)
+    if len(doc_keys) <= len(known):
+        return FilteredMembers(len(doc_keys))
+    names: dict[int, str] = {}
+    for part in in_chunks(doc_keys.tolist()):
+        names.update(
+            (int(doc_key), memory_id)
+            for doc_key, memory_id in tx.rows(
+                "SELECT doc_key, memory_id FROM index_docs "
+                f"WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
+                (key, *part),
+            )
+        )
+    ids, vectors = _absent_vectors(tx, key, {ident: k for k, ident in names.items()}, known)
+    return FilteredMembers(len(doc_keys), ids, vectors)
+
+
 def document_frequencies(
     tx: Tx, key: int, terms: Sequence[str], cache: PostingsCache | None = None
 ) -> tuple[int, list[int]]:
@@ -323,11 +379,13 @@ def search(
     *,
     k1: float,
     b: float,
+    where: MemoryFilter | None = None,
 ) -> LexicalHits:
     """The ``limit`` best BM25 matches (``k1``, ``b``) of ``query`` among user ``key``'s
     memories; with ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
 
-    Ties are broken by memory id, so every backend returns the same list.
+    Ties are broken by memory id, so every backend returns the same list. With ``where``,
+    only the memories meeting it are ranked.
     """
     nothing = LexicalHits() if known is None else LexicalHits(absent=[])
     terms = query_terms(query)
@@ -341,6 +399,11 @@ def search(
     if not len(doc_keys):
         return nothing
     idf_total = sum(idf(int(totals[0]), len(column)) for column in columns)
+    if where is not None:
+        keep = np.isin(doc_keys, filtered_docs(tx, key, where))
+        doc_keys, scores = doc_keys[keep], scores[keep]
+        if not len(doc_keys):  # the query's terms are the user's: its share scale stays
+            return LexicalHits(absent=None if known is None else [], idf_total=idf_total)
     if len(scores) > limit:
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break

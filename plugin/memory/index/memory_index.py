@@ -22,13 +22,16 @@ from typing import Any, TypeVar
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.filters import MemoryFilter
 from affect_memory.memory.index.backend import Backend, Tx
 from affect_memory.memory.index.documents import ensure_user
 from affect_memory.memory.index.journal import entries
 from affect_memory.memory.index.lexical import (
+    FilteredMembers,
     LexicalHits,
     PostingsCache,
     document_frequencies,
+    filtered_members,
     search,
 )
 from affect_memory.memory.index.rehearsal import (
@@ -250,11 +253,13 @@ class MemoryIndex:
         known: Collection[str] | None = None,
         k1: float = DEFAULT_RECALL_SETTINGS.bm25_k1,
         b: float = DEFAULT_RECALL_SETTINGS.bm25_b,
+        where: MemoryFilter | None = None,
     ) -> LexicalHits:
         """``user_id``'s memories best matching ``query`` by BM25 (``k1``, ``b``: the recall
         settings'), best first, at most ``limit``; empty when the query has no searchable
         term. With ``known`` (ids the caller has), the embeddings the index holds of the other
-        hits too, read in the same snapshot (``LexicalHits.absent`` and ``vectors``)."""
+        hits too, read in the same snapshot (``LexicalHits.absent`` and ``vectors``). With
+        ``where``, only the memories whose filter tags meet it (``memory.filters``)."""
         user_id = check_user(user_id)
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
@@ -266,8 +271,18 @@ class MemoryIndex:
             )
         return self._read(
             user_id,
-            lambda tx, key: search(tx, key, query, limit, self._postings, known, k1=k1, b=b),
+            lambda tx, key: search(
+                tx, key, query, limit, self._postings, known, k1=k1, b=b, where=where
+            ),
         )
+
+    def filtered_members(
+        self, user_id: str, where: MemoryFilter, known: Collection[str]
+    ) -> FilteredMembers:
+        """How many of ``user_id``'s memories meet ``where`` and, when that is more than
+        ``known`` (ids the caller has), the others with the embeddings the index holds."""
+        user_id = check_user(user_id)
+        return self._read(user_id, lambda tx, key: filtered_members(tx, key, where, known))
 
     def document_frequencies(self, user_id: str, terms: Sequence[str]) -> tuple[int, list[int]]:
         """How many memories ``user_id`` has, and how many of them hold each search term."""
@@ -300,6 +315,28 @@ class MemoryIndex:
             return None if row is None or row[0] is None else float(row[0])
 
         return self._read(user_id, newest)
+
+    def ordered_ids(self, user_id: str, *, limit: int, offset: int) -> list[str]:
+        """A page of ``user_id``'s memory ids, oldest timestamp first, then by id (a memory
+        without a timestamp epoch last)."""
+        user_id = check_user(user_id)
+
+        def page(tx: Tx, key: int) -> list[str]:
+            return [
+                str(memory_id)
+                for (memory_id,) in tx.rows(
+                    "SELECT memory_id FROM index_docs WHERE user_key = ? "
+                    "ORDER BY (epoch IS NULL), epoch, memory_id LIMIT ? OFFSET ?",
+                    (key, limit, offset),
+                )
+            ]
+
+        return self._read(user_id, page)
+
+    def forget_user(self, user_id: str) -> None:
+        """Forget what this process knows of ``user_id``'s index (after their erasure)."""
+        with self._guard:
+            self._ready.discard(user_id)
 
     def audit(self, user_id: str) -> IndexAudit:
         """What the index holds for ``user_id``, with its totals recounted."""

@@ -20,6 +20,13 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
   memory id, reconciled against Chroma after a crash (``affect_memory.memory.index.journal``);
 * ``index_changes``: which documents each change of a user's postings touched, by the
   user's ``generation`` (so a process's cache of postings catches up, ``lexical``);
+* ``index_erasures`` (migration 4): one row per user whose erasure has started and not yet
+  finished (``affect_memory.memory.erasure``), so a killed erasure is finished on the next open;
+* ``index_tags`` (migration 5): each memory's filterable fields (``agent_id``,
+  ``conversation_id``, every ``extra`` key) as ``(field, value key)`` rows
+  (``affect_memory.memory.filters.value_key``), so a filtered recall restricts its lexical
+  candidates in SQL; ``index_docs.tagged`` is 1 where a memory's tags are known (NULL: written
+  before migration 5, until a backfill, or its Chroma metadata was not read);
 * ``index_schema_version``: one row per applied migration.
 
 Statements use ``?`` placeholders; the PostgreSQL backend turns them into ``%s``.
@@ -35,6 +42,7 @@ if TYPE_CHECKING:
     from affect_memory.memory.index.backend import Tx
 
 __all__ = [
+    "FIELDS_LEVEL",
     "IN_CHUNK",
     "MIGRATIONS",
     "SCHEMA_VERSION",
@@ -46,7 +54,7 @@ __all__ = [
     "user_key",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 """The newest migration; an index recording a newer one is refused."""
 
 TABLES = (
@@ -56,8 +64,15 @@ TABLES = (
     "index_recalls",
     "index_journal",
     "index_changes",
+    "index_erasures",
+    "index_tags",
 )
 """The index's tables, besides ``index_schema_version``."""
+
+FIELDS_LEVEL = 2
+"""``index_users.ranked_fields`` of a user whose documents carry every field the index keeps:
+1 from migration 3 (ranked fields, embeddings), 2 from migration 5 (filter tags); a user
+below it is backfilled on its next settling."""
 
 VERSION_TABLE = (
     "CREATE TABLE IF NOT EXISTS index_schema_version ("
@@ -140,6 +155,32 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE index_docs ADD COLUMN embedding BYTEA",
             # 0: the user's documents were indexed before migration 3 (a backfill fills them)
             "ALTER TABLE index_users ADD COLUMN ranked_fields INTEGER NOT NULL DEFAULT 0",
+        ),
+    ),
+    (
+        4,
+        "erasures started and not yet finished",
+        (
+            "CREATE TABLE index_erasures ("
+            " user_key BIGINT PRIMARY KEY,"
+            " user_id TEXT NOT NULL,"
+            " collection TEXT NOT NULL,"
+            " segments TEXT NOT NULL)",
+        ),
+    ),
+    (
+        5,
+        "each memory's filterable fields (agent, conversation, extra keys) as tags",
+        (
+            "CREATE TABLE index_tags ("
+            " user_key BIGINT NOT NULL,"
+            " doc_key BIGINT NOT NULL,"
+            " field TEXT NOT NULL,"
+            " value TEXT NOT NULL,"
+            " PRIMARY KEY (user_key, doc_key, field))",
+            "CREATE INDEX index_tags_by_value ON index_tags (user_key, field, value)",
+            # NULL: the document's tags are not known (a backfill fills them)
+            "ALTER TABLE index_docs ADD COLUMN tagged INTEGER",
         ),
     ),
 )

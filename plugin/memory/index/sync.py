@@ -36,6 +36,7 @@ from affect_memory.memory.index.documents import (
 )
 from affect_memory.memory.index.journal import Entry, matches, settle
 from affect_memory.memory.index.journal import entries as journal_entries
+from affect_memory.memory.index.schema import FIELDS_LEVEL
 from affect_memory.memory.timestamps import normalize_timestamp
 
 __all__ = ["PAGE", "Counts", "SyncReport", "backfill", "index_held", "reconcile", "stored_rows"]
@@ -219,7 +220,7 @@ def backfill(
             (key,),
         )
     )
-    held, analyzer, ranked = (0, ANALYZER, 1) if state is None else state
+    held, analyzer, ranked = (0, ANALYZER, FIELDS_LEVEL) if state is None else state
     held = int(held)
     if collection is None:
         if not held:
@@ -229,12 +230,13 @@ def backfill(
     with collections.backend(f"count the memories of user {shown(user_id)}"):
         stored = int(collection.count())
     rebuild = analyzer != ANALYZER
-    refill = not ranked  # indexed before migration 3: every row gets its ranked fields
+    # indexed before migration 3 or 5: every row gets its ranked fields and filter tags
+    refill = int(ranked) < FIELDS_LEVEL
     if stored == held and not rebuild and not refill:
         return SyncReport()
     why = " (re-indexing for a new analyzer)" if rebuild else ""
     if refill and not why:
-        why = " (adding the fields ranking reads)"
+        why = " (adding the fields ranking and filters read)"
     logger.info(
         "indexing the memories of user %s: Chroma holds %d, the index %d%s",
         shown(user_id),
@@ -286,8 +288,8 @@ def backfill(
         ]
         removed = remove_docs(tx, key, [ident for ident in held_ids if ident not in seen])
         tx.run(
-            "UPDATE index_users SET analyzer = ?, ranked_fields = 1 WHERE user_key = ?",
-            (ANALYZER, key),
+            "UPDATE index_users SET analyzer = ?, ranked_fields = ? WHERE user_key = ?",
+            (ANALYZER, FIELDS_LEVEL, key),
         )
         return len(removed)
 

@@ -24,6 +24,12 @@ constant):
    index lacks or holds without those fields (written before they were indexed, or with
    malformed metadata).
 
+A filter (``where``, ``affect_memory.memory.filters``) applies before all of it: Chroma's query
+gets it as its ``where`` (a pool it returns short of ``dense_candidates`` while the index
+holds more memories meeting it is topped up from the index, ``pool.with_filtered``), and the
+lexical search ranks only the memories whose tags meet it, so every member of the pool meets
+it and ``top_k`` of them come back whenever that many exist.
+
 The ``dense`` ranking is recall as it was: Chroma's nearest, its distance as is, aged by the
 calendar. An engine turn takes this same ranking as it is (``RankedQuery.scored``), so a turn
 and a recall surface the same memories with the same scores.
@@ -45,6 +51,7 @@ from affect_memory.kernel.engine import StageObserver
 from affect_memory.kernel.models import MemoryCandidate
 from affect_memory.kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
 from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.filters import MemoryFilter
 from affect_memory.memory.recall.change_cues import change_word
 from affect_memory.memory.recall.explanation import CALENDAR_RULE, Explanation, explained_hits
 from affect_memory.memory.recall.feedback import closest_feedback
@@ -58,6 +65,7 @@ from affect_memory.memory.recall.pool import (
     chroma_vector,
     dense_pools,
     index_vectors,
+    with_filtered,
     with_lexical,
 )
 from affect_memory.memory.recall.pruning import (
@@ -237,6 +245,7 @@ class HybridRecall:
         weights: RetrievalWeights | None = None,
         congruence_on: bool = True,
         whole_pool: bool = False,
+        where: MemoryFilter | None = None,
     ) -> list[RankedQuery]:
         """The ranking of each query (embedded as ``vectors``, planned as ``plans``: None for
         the ``dense`` ranking) over ``user_id``'s memories.
@@ -244,19 +253,29 @@ class HybridRecall:
         ``weights`` override the settings' own; at least ``top_k`` nearest memories are
         fetched whatever ``settings.dense_candidates`` says. With ``whole_pool`` every pool
         member is fetched and ranked (for fitting and pool coverage), not only the top ``k``.
+        With ``where``, only the memories meeting it are candidates.
         """
         collection = self._collections.of(user_id, create=False)
         if collection is None or not len(queries):
             return [replace(RankedQuery.empty(), plan=plan) for plan in plans]
+        size = max(settings.dense_candidates, top_k)
         with self._collections.backend("query memories"):
             start = perf_counter()
             result = collection.query(
                 query_embeddings=vectors,
-                n_results=max(settings.dense_candidates, top_k),
+                n_results=size,
                 include=["distances"],
+                where=None if where is None else where.chroma_where(),
             )
             self._timed("chroma_query", start)
         pools = dense_pools(result, f"a query of user {user_id!r}")
+        if where is not None:
+            pools = [
+                self._topped_up(collection, user_id, where, pool, vector, size)
+                if len(pool) < size
+                else pool
+                for pool, vector in zip(pools, vectors, strict=True)
+            ]
         newest: list[float | None] = []
         ranked = []
         for vector, pool, mood, rule in zip(vectors, pools, moods, plans, strict=True):
@@ -267,7 +286,7 @@ class HybridRecall:
                 newest.append(self._index.newest_epoch(user_id))
             if rule is not None and settings.lexical_candidates > 0:
                 pool = self._with_lexical(
-                    collection, user_id, rule.match_text, vector, pool, settings
+                    collection, user_id, rule.match_text, vector, pool, settings, where
                 )
             found = self._rank_pool(
                 collection, user_id, pool, vector, rule, newest[0] if newest else None, scoring
@@ -283,6 +302,7 @@ class HybridRecall:
         vector: FloatArray,
         pool: QueryPool,
         settings: RecallSettings,
+        where: MemoryFilter | None = None,
     ) -> QueryPool:
         start = perf_counter()
         hits = self._index.lexical_search(
@@ -292,6 +312,7 @@ class HybridRecall:
             known=set(pool.ids),
             k1=settings.bm25_k1,
             b=settings.bm25_b,
+            where=where,
         )
         self._timed("lexical_search", start)
 
@@ -303,6 +324,32 @@ class HybridRecall:
             return got  # type: ignore[no-any-return]
 
         return with_lexical(pool, hits, vector, read_missing)
+
+    def _read_embeddings(self, collection: Any) -> Callable[[list[str]], Mapping[str, Any]]:
+        def read_missing(ids: list[str]) -> Mapping[str, Any]:
+            with self._collections.backend("read memories"):
+                begin = perf_counter()
+                got = collection.get(ids=ids, include=["embeddings"])
+                self._timed("chroma_get", begin)
+            return got  # type: ignore[no-any-return]
+
+        return read_missing
+
+    def _topped_up(
+        self,
+        collection: Any,
+        user_id: str,
+        where: MemoryFilter,
+        pool: QueryPool,
+        vector: FloatArray,
+        size: int,
+    ) -> QueryPool:
+        """A filtered pool Chroma returned short of ``size``, topped up from the index when
+        more memories meet the filter (an approximate filtered search can miss some)."""
+        start = perf_counter()
+        members = self._index.filtered_members(user_id, where, set(pool.ids))
+        self._timed("index_read", start)
+        return with_filtered(pool, members, vector, self._read_embeddings(collection), size)
 
     def _rank_pool(
         self,

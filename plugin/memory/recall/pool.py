@@ -31,8 +31,10 @@ import numpy.typing as npt
 
 from affect_memory.errors import StoreError
 from affect_memory.kernel.batch import DISTANCE_TOLERANCE
+from affect_memory.memory.filters import MemoryFilter
 
 __all__ = [
+    "FilteredMembers",
     "IndexedFields",
     "LexicalHits",
     "MemoryIndexReads",
@@ -42,6 +44,7 @@ __all__ = [
     "dense_pools",
     "index_vector",
     "index_vectors",
+    "with_filtered",
     "with_lexical",
 ]
 
@@ -141,6 +144,25 @@ class IndexedFields(Protocol):
         ...
 
 
+class FilteredMembers(Protocol):
+    """The memories meeting a filter, as the index holds them (``filtered_members``)."""
+
+    @property
+    def count(self) -> int:
+        """How many of the user's memories meet the filter."""
+        ...
+
+    @property
+    def ids(self) -> Sequence[str]:
+        """Those the caller lacks (empty unless more meet it than the caller holds)."""
+        ...
+
+    @property
+    def vectors(self) -> Sequence[bytes | None]:
+        """The index's embedding of each of ``ids`` (None: read it from Chroma)."""
+        ...
+
+
 class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
 
@@ -153,9 +175,18 @@ class MemoryIndexReads(Protocol):
         known: Collection[str] | None = None,
         k1: float = ...,
         b: float = ...,
+        where: MemoryFilter | None = ...,
     ) -> LexicalHits:
         """The user's best ``limit`` BM25 matches (``k1``, ``b``) for ``query``, best first
-        (with ``known``, the index's embeddings of the hits it lacks)."""
+        (with ``known``, the index's embeddings of the hits it lacks; with ``where``, among
+        the memories meeting it only)."""
+        ...
+
+    def filtered_members(
+        self, user_id: str, where: MemoryFilter, known: Collection[str]
+    ) -> FilteredMembers:
+        """How many of the user's memories meet ``where``, and the others than ``known``
+        when there are more."""
         ...
 
     def rehearsal(
@@ -259,6 +290,48 @@ def with_lexical(
             distances = np.concatenate([distances, 1.0 - cos])
     bm25 = np.array([by_id.get(ident, 0.0) for ident in ids], dtype=np.float64)
     return QueryPool(ids, distances, bm25, float(hits.idf_total))
+
+
+def with_filtered(
+    pool: QueryPool,
+    members: FilteredMembers,
+    vector: FloatArray,
+    read_missing: Callable[[list[str]], Mapping[str, Any]],
+    size: int,
+) -> QueryPool:
+    """A filtered dense ``pool`` Chroma returned short of ``size`` topped up with the nearest
+    other ``members`` meeting the filter (their cosine from the index's embeddings, Chroma's
+    where it holds none), so a selective filter still yields ``size`` candidates when that
+    many memories meet it."""
+    wanted = size - len(pool)
+    if wanted <= 0 or not members.ids:
+        return pool
+    held = {
+        ident: found
+        for ident, blob in zip(members.ids, members.vectors, strict=True)
+        if (found := index_vector(blob, len(vector))) is not None
+    }
+    unread = [ident for ident in members.ids if ident not in held]
+    if unread:
+        got = read_missing(unread)
+        for ident, value in zip(got["ids"], got["embeddings"], strict=True):
+            found = chroma_vector(value, len(vector))
+            if found is not None:
+                held[ident] = found
+    ids = [ident for ident in members.ids if ident in held]
+    if not ids:
+        return pool
+    rows = np.asarray([held[ident] for ident in ids], dtype=np.float64)
+    query = np.asarray(vector, dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1) * float(np.linalg.norm(query))
+    cos = np.clip((rows @ query) / np.where(norms > 0, norms, 1.0), -1.0, 1.0)
+    nearest = np.lexsort((np.arange(len(ids)), -cos))[:wanted]
+    return QueryPool(
+        [*pool.ids, *(ids[at] for at in nearest.tolist())],
+        np.concatenate([pool.distances, 1.0 - cos[nearest]]),
+        pool.bm25,
+        pool.idf_total,
+    )
 
 
 def _missing_vectors(
