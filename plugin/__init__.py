@@ -3,8 +3,9 @@
 Everything a user imports is here (``from affect_memory import ChromaMemory, SQLiteStateStore``),
 and every name loads on first use (PEP 562): ``import affect_memory`` imports nothing heavy, so the
 CLI's ``--help`` and the commands that load no model start at once, and ``PostgresStateStore`` (the
-``postgres`` extra) and ``AffectMemoryRetriever`` (the ``langchain`` extra) need their extra only
-when used. The embedding model loads only when something embeds.
+``postgres`` extra), ``AffectMemoryRetriever`` (the ``langchain`` extra) and the LlamaIndex pair
+(the ``llamaindex`` extra) need their extra only when used. The embedding model loads only when
+something embeds.
 """
 
 import typing as _typing
@@ -54,6 +55,10 @@ if _typing.TYPE_CHECKING:
         GateParams,
     )
     from affect_memory.integrations.langchain import AffectMemoryRetriever
+    from affect_memory.integrations.llamaindex import (
+        AffectMemoryLlamaRetriever,
+        AffectRankingPostprocessor,
+    )
     from affect_memory.kernel import __version__
     from affect_memory.memory.adopt import AdoptedCollection, FieldMapping
     from affect_memory.memory.collections import (
@@ -109,7 +114,9 @@ _EXPORTS = {
     "DENSE_RECALL": "affect_memory.memory.settings",
     "RECALL_WEIGHTS": "affect_memory.memory.settings",
     "AdoptedCollection": "affect_memory.memory.adopt",
+    "AffectMemoryLlamaRetriever": "affect_memory.integrations.llamaindex",
     "AffectMemoryRetriever": "affect_memory.integrations.langchain",
+    "AffectRankingPostprocessor": "affect_memory.integrations.llamaindex",
     "ChatConfigError": "affect_memory.errors",
     "ChromaMemory": "affect_memory.memory.store",
     "DefaultMemoryWritePolicy": "affect_memory.memory.effects",
@@ -201,7 +208,9 @@ __all__ = [
     "DENSE_RECALL",
     "RECALL_WEIGHTS",
     "AdoptedCollection",
+    "AffectMemoryLlamaRetriever",
     "AffectMemoryRetriever",
+    "AffectRankingPostprocessor",
     "ChatConfigError",
     "ChromaMemory",
     "DefaultMemoryWritePolicy",

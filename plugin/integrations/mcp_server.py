@@ -26,6 +26,7 @@ from affect_memory.errors import MissingExtraError
 from affect_memory.integrations.mcp_arguments import check_arguments, explain_validation, one_prefix
 from affect_memory.integrations.mcp_screen import REFUSAL_KEY, screen_line
 from affect_memory.integrations.mcp_tools import MAX_TOP_K, MemoryTools, ServerConfig, open_tools
+from affect_memory.kernel import __version__
 from affect_memory.kernel.errors import AffectMemoryError
 
 try:
@@ -43,7 +44,16 @@ __all__ = ["SERVER_NAME", "TOOL_NAMES", "build_server", "serve_stdio"]
 SERVER_NAME = "affect-memory"
 """The name the server announces to clients."""
 
-TOOL_NAMES = ("remember", "recall", "forget", "appraise", "presence")
+TOOL_NAMES = (
+    "remember",
+    "recall",
+    "forget",
+    "list_memories",
+    "export_memories",
+    "erase_user",
+    "appraise",
+    "presence",
+)
 """The tools the server offers, in listing order."""
 
 
@@ -152,10 +162,13 @@ def build_server(
 
     server = _MemoryServer(
         SERVER_NAME,
+        version=__version__,  # the package's version, announced in serverInfo at initialize
         instructions=(
             "Affect-aware long-term memory. remember stores a memory for a user; recall ranks a "
             "user's memories for a query with the score breakdown; forget deletes a user's "
             "memories by id; "
+            "list_memories, export_memories and erase_user list, export and erase a user's "
+            "data; "
             "appraise commits one user message's appraisal to a conversation's affect state; "
             "presence reports a conversation's committed affect."
         ),
@@ -198,10 +211,19 @@ def build_server(
         mood_valence: Annotated[
             float, Field(description="The current mood valence in [-1, 1] (mood congruence).")
         ] = 0.0,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description='Only memories meeting this filter, e.g. {"agent_id": "x"}, '
+                '{"conversation_id": {"$in": ["c1", "c2"]}} or {"extra.project": "p"} '
+                "(fields agent_id, conversation_id, extra.KEY; operators $eq, $in; all must "
+                "hold); applied before ranking."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Rank a user's memories for a query; every result carries its score breakdown
         (score, distance, similarity, recency, salience, congruence, episode bonus). Read-only."""
-        return await slot.run(lambda t: t.recall(query, user_id, top_k, mood_valence))
+        return await slot.run(lambda t: t.recall(query, user_id, top_k, mood_valence, where))
 
     @server.tool()
     async def forget(
@@ -212,6 +234,35 @@ def build_server(
     ) -> dict[str, Any]:
         """Delete a user's memories by id and return the ids that were removed."""
         return await slot.run(lambda t: t.forget(ids, user_id))
+
+    @server.tool()
+    async def list_memories(
+        user_id: Annotated[str, Field(description="Whose memories to list.")],
+        limit: Annotated[int, Field(description="Memories per page, 1-1000.")] = 50,
+        offset: Annotated[int, Field(description="Memories to skip first.")] = 0,
+    ) -> dict[str, Any]:
+        """List a page of a user's memories, oldest first then by id, each whole with its
+        recall count, and how many the user has in total. Read-only."""
+        return await slot.run(lambda t: t.list_memories(user_id, limit, offset))
+
+    @server.tool()
+    async def export_memories(
+        user_id: Annotated[str, Field(description="Whose memories to export.")],
+    ) -> dict[str, Any]:
+        """Export every memory of a user as records that `affect-memory ingest` reads back
+        (write each as one line of a JSONL file), recall counts and times included. Read-only."""
+        return await slot.run(lambda t: t.export_memories(user_id))
+
+    @server.tool()
+    async def erase_user(
+        user_id: Annotated[str, Field(description="Whose data to erase.")],
+        confirm: Annotated[
+            bool, Field(description="Must be true: erasing cannot be undone.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """Erase every memory of a user and their conversations (state, transcript, outbox
+        items) in the server's state store; other users are untouched. Needs confirm=true."""
+        return await slot.run(lambda t: t.erase_user(user_id, confirm))
 
     @server.tool()
     async def appraise(

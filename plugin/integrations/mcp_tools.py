@@ -1,4 +1,5 @@
-"""What the MCP server's five tools do: remember, recall, forget, appraise and presence.
+"""What the MCP server's tools do: remember, recall, forget, appraise and presence, and a
+user's data rights (list_memories, export_memories, erase_user).
 
 ``appraise`` is an appraisal-only turn through ``AffectEngine``: its model adapter's gate
 returns the tool's decision (the caller's intent, or the embedding gate's) and its reply is
@@ -43,6 +44,8 @@ from affect_memory.kernel.protocols import (
     StateStore,
 )
 from affect_memory.memory.batches import parse_record
+from affect_memory.memory.export import check_page, record_line
+from affect_memory.memory.filters import parse_where
 from affect_memory.memory.layout import DEFAULT_COLLECTION
 from affect_memory.memory.records import DEFAULT_SIGNIFICANCE
 from affect_memory.memory.store import ChromaMemory
@@ -188,9 +191,15 @@ class MemoryTools:
             raise type(error)(message) from None
 
     async def recall(
-        self, query: str, user_id: str, top_k: int = 6, mood_valence: float = 0.0
+        self,
+        query: str,
+        user_id: str,
+        top_k: int = 6,
+        mood_valence: float = 0.0,
+        where: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The user's memories ranked for ``query``, each with its score breakdown. Read-only."""
+        """The user's memories ranked for ``query``, each with its score breakdown, among those
+        meeting ``where`` (``affect_memory.memory.filters``). Read-only."""
         query = text_argument(query, "query")
         user_id = text_argument(user_id, "user_id", identifier=True)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
@@ -202,9 +211,15 @@ class MemoryTools:
             mood_valence = check_number(mood_valence, -1.0, 1.0)
         except ValueError as error:
             raise InvalidInputError(f"mood_valence {error}") from None
+        checked = parse_where(where)
         result = await self._in_thread(
             lambda: self._memory.recall(
-                query, user_id, mood_valence=mood_valence, top_k=top_k, now=self._clock()
+                query,
+                user_id,
+                mood_valence=mood_valence,
+                top_k=top_k,
+                now=self._clock(),
+                where=checked,
             )
         )
         payload: dict[str, Any] = result.to_json()
@@ -224,6 +239,51 @@ class MemoryTools:
         ]
         removed = await self._in_thread(lambda: self._memory.forget(wanted, user_id=user_id))
         return {"removed": list(removed)}
+
+    async def list_memories(self, user_id: str, limit: int, offset: int) -> dict[str, Any]:
+        """A page of ``user_id``'s memories, oldest first, each whole (as ``export`` writes it),
+        with how many the user has. Read-only."""
+        user_id = text_argument(user_id, "user_id", identifier=True)
+        limit, offset = check_page(limit, offset)
+        records, total = await self._in_thread(
+            lambda: (
+                self._memory.list(user_id, limit=limit, offset=offset),
+                self._memory.count(user_id),
+            )
+        )
+        return {
+            "user_id": user_id,
+            "total": total,
+            "offset": offset,
+            "memories": [record_line(record) for record in records],
+        }
+
+    async def export_memories(self, user_id: str) -> dict[str, Any]:
+        """Every memory of ``user_id`` as records ``affect-memory ingest`` reads back (one per
+        line of a JSONL file), recall counts included. Read-only."""
+        user_id = text_argument(user_id, "user_id", identifier=True)
+        lines = await self._in_thread(lambda: list(self._memory.export(user_id)))
+        return {"user_id": user_id, "count": len(lines), "records": lines}
+
+    async def erase_user(self, user_id: str, confirm: bool) -> dict[str, Any]:
+        """Erase every memory of ``user_id`` and their conversations in the server's state
+        store; ``confirm`` must be true (else nothing is erased)."""
+        user_id = text_argument(user_id, "user_id", identifier=True)
+        if confirm is not True:
+            raise InvalidInputError(
+                f"confirm must be true to erase user {shown(user_id)}, got {shown(confirm)}; "
+                "nothing was erased"
+            )
+        eraser = getattr(self._store, "erase_user", None)
+        state = await eraser(user_id) if eraser is not None else None
+        report = await self._in_thread(lambda: self._memory.erase_user(user_id))
+        return {
+            "user_id": user_id,
+            "memories": report.memories,
+            "conversations": [] if state is None else list(state.conversations),
+            "messages": 0 if state is None else state.messages,
+            "outbox_items": 0 if state is None else state.outbox_items,
+        }
 
 
     def _engine(

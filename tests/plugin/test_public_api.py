@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PUBLIC = [
     "AdoptedCollection",
+    "AffectMemoryLlamaRetriever",
     "AffectMemoryRetriever",
+    "AffectRankingPostprocessor",
     "ChatConfigError",
     "ChromaMemory",
     "DEFAULT_GATE_PARAMS",
@@ -157,6 +159,7 @@ def test_using_plugin_loads_no_optional_extra_and_no_model() -> None:
         assert extra not in loaded, extra
     assert "onnxruntime" not in loaded, "the model loads only when something embeds"
     assert not any(name.startswith("langchain") for name in loaded)
+    assert not any(name.startswith("llama_index") for name in loaded)
 
 
 def _readme_imports() -> list[tuple[str, list[str]]]:

@@ -1,10 +1,11 @@
-"""``affect-memory mcp``: serve the memory tools to an MCP client over stdio."""
+"""``affect-memory mcp``: serve the memory tools to an MCP client over stdio or streamable HTTP."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from affect_memory.cli.store_options import (
@@ -34,6 +35,24 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_store_arguments(parser)
     add_state_argument(parser)
+    http = parser.add_argument_group(
+        "streamable HTTP",
+        "serve at http://HOST:PORT/mcp instead of stdio; a host that is not loopback needs a "
+        "bearer token",
+    )
+    http.add_argument("--http", action="store_true", help="serve over streamable HTTP")
+    http.add_argument(
+        "--host", default=None, help="the address to listen on (default 127.0.0.1: this machine)"
+    )
+    http.add_argument(
+        "--port", type=int, default=None, help="the port (default 8765; 0 picks a free one)"
+    )
+    http.add_argument(
+        "--token",
+        default=None,
+        help="require Authorization: Bearer TOKEN (default: $AFFECT_MEMORY_MCP_TOKEN; prefer "
+        "the variable, as a command line is visible to other users)",
+    )
     parser.add_argument(
         "--log-level",
         default="WARNING",
@@ -43,11 +62,35 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=run)
 
 
+def _http_settings(args: argparse.Namespace) -> tuple[str, int, str | None] | None:
+    """``--http``'s host, port and token, checked before anything loads; None for stdio."""
+    from affect_memory.kernel.errors import InvalidInputError
+
+    if not args.http:
+        given = [name for name in ("host", "port", "token") if getattr(args, name) is not None]
+        if given:
+            raise InvalidInputError(f"--{given[0]} needs --http (stdio has no address)")
+        return None
+    from affect_memory.integrations.mcp_http import (
+        DEFAULT_HTTP_HOST,
+        DEFAULT_HTTP_PORT,
+        TOKEN_ENV,
+        check_http_settings,
+    )
+
+    host = DEFAULT_HTTP_HOST if args.host is None else args.host
+    port = DEFAULT_HTTP_PORT if args.port is None else args.port
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    return host, port, check_http_settings(host, port, token)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve until the client closes stdin."""
+    """Serve until the client closes stdin (or, over HTTP, until interrupted)."""
     from affect_memory.errors import StoreError
     from affect_memory.kernel.errors import shown
     from affect_memory.memory.location import parse_location
+
+    http = _http_settings(args)  # a non-loopback host without a token: exit 2 before loading
 
     if args.chroma is not None and parse_location(args.chroma).kind != "http":
         raise StoreError(
@@ -68,5 +111,11 @@ def run(args: argparse.Namespace) -> int:
         state_url=args.state,
         index_url=index_setting(args),
     )
+    if http is not None:
+        from affect_memory.integrations.mcp_http import serve_http
+
+        host, port, token = http
+        asyncio.run(serve_http(config, host=host, port=port, token=token, log_level=args.log_level))
+        return 0
     asyncio.run(build_server(config, log_level=args.log_level).run_stdio_async())
     return 0

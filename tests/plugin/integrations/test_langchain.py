@@ -121,7 +121,9 @@ def test_invoke_takes_k_for_one_call(memory: ChromaMemory) -> None:
     assert len(retriever.invoke("what is my pet called?")) == 3
     with pytest.raises(InvalidInputError, match="AffectMemoryRetriever k must be >= 1, got 0"):
         retriever.invoke("pets", k=0)
-    with pytest.raises(InvalidInputError, match=r"takes k .* as its only option, got top"):
+    with pytest.raises(
+        InvalidInputError, match="AffectMemoryRetriever takes only k, fetch_k and filter, got 'top'"
+    ):
         retriever.invoke("pets", top=1)
 
 
@@ -166,3 +168,138 @@ def test_bad_settings_name_the_field(
     with pytest.raises(InvalidInputError, match="AffectMemoryRetriever") as caught:
         AffectMemoryRetriever(**{"memory": memory, "user_id": "alice", **options})
     assert expected in str(caught.value)
+
+
+QUERY = "what is my pet called?"
+
+
+def _ids(documents: list[Document]) -> list[str]:
+    return [document.metadata["id"] for document in documents]
+
+
+def test_k_at_construction_is_top_k(memory: ChromaMemory) -> None:
+    # Before: k was silently ignored and the retriever returned its default six (here three).
+    retriever = AffectMemoryRetriever(memory=memory, user_id="alice", now=NOW, k=2)
+    assert retriever.top_k == 2
+    assert len(retriever.invoke(QUERY)) == 2
+    with pytest.raises(InvalidInputError, match=r"takes k or top_k .*, not both"):
+        AffectMemoryRetriever(memory=memory, user_id="alice", k=2, top_k=2)
+    with pytest.raises(InvalidInputError, match="AffectMemoryRetriever k must be >= 1, got 0"):
+        AffectMemoryRetriever(memory=memory, user_id="alice", k=0)
+
+
+def test_an_unknown_setting_is_refused_with_the_closest_name(memory: ChromaMemory) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        AffectMemoryRetriever(memory=memory, user_id="alice", topk=2)
+    assert str(raised.value) == (
+        "AffectMemoryRetriever takes no setting 'topk' (did you mean 'top_k'?)"
+    )
+
+
+def test_search_kwargs_k_as_langchain_vector_store_retrievers_take_it(
+    memory: ChromaMemory,
+) -> None:
+    retriever = AffectMemoryRetriever(
+        memory=memory, user_id="alice", now=NOW, search_kwargs={"k": 2, "fetch_k": 50}
+    )
+    assert len(retriever.invoke(QUERY)) == 2
+    assert _ids(retriever.invoke(QUERY, k=1)) == ["cat"], "a call's k wins over search_kwargs"
+    retriever.search_kwargs = {"k": 1}  # as LangChain code sets it after construction
+    assert len(retriever.invoke(QUERY)) == 1
+    retriever.search_kwargs = {"kk": 1}
+    with pytest.raises(InvalidInputError, match="search_kwargs takes only k, fetch_k and filter"):
+        retriever.invoke(QUERY)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (
+            {"search_kwargs": {"kk": 2}},
+            "search_kwargs takes only k, fetch_k and filter, got 'kk' (did you mean 'k'?)",
+        ),
+        ({"search_kwargs": {"k": 0}}, "search_kwargs k must be >= 1, got 0"),
+        ({"search_kwargs": {"fetch_k": 5000}}, "search_kwargs fetch_k must be between 1 and 1024"),
+        ({"search_kwargs": {"filter": "agent_id=a"}}, "search_kwargs filter must be a mapping"),
+        ({"search_kwargs": [("k", 2)]}, "search_kwargs must be a mapping"),
+        ({"search_kwargs": {"k": 2}, "top_k": 3}, "top_k and search_kwargs k set the same thing"),
+    ],
+)
+def test_bad_search_kwargs_are_refused_at_construction(
+    memory: ChromaMemory, options: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        AffectMemoryRetriever(**{"memory": memory, "user_id": "alice", **options})
+    assert str(raised.value).startswith("AffectMemoryRetriever ")
+    assert expected in str(raised.value)
+
+
+FILTERED = [
+    {
+        "id": "miso",
+        "text": "My cat Miso sleeps on the radiator",
+        "user_id": "alice",
+        "timestamp": "2026-05-20T10:00:00Z",
+        "agent_id": "pets",
+        "extra": {"topic": "cats"},
+    },
+    {
+        "id": "biscuit",
+        "text": "My dog Biscuit loved the beach",
+        "user_id": "alice",
+        "timestamp": "2026-05-21T10:00:00Z",
+        "agent_id": "pets",
+        "extra": {"topic": "dogs"},
+    },
+    {
+        "id": "vet",
+        "text": "The cat's vet appointment is on Friday",
+        "user_id": "alice",
+        "timestamp": "2026-05-22T10:00:00Z",
+        "agent_id": "calendar",
+        "extra": {"topic": "cats"},
+    },
+]
+
+
+@pytest.fixture
+def tagged(embedder: SentenceTransformerEmbedder) -> Iterator[ChromaMemory]:
+    """A fresh in-memory collection of memories that carry an agent and a topic."""
+    with ChromaMemory(
+        ":memory:", collection=f"lcf-{uuid.uuid4().hex[:12]}", embedder=embedder
+    ) as store:
+        store.add(FILTERED, progress=False)
+        yield store
+
+
+def test_filter_in_search_kwargs_and_per_call_is_recalls_where(tagged: ChromaMemory) -> None:
+    retriever = AffectMemoryRetriever(
+        memory=tagged, user_id="alice", now=NOW, search_kwargs={"filter": {"agent_id": "pets"}}
+    )
+    assert set(_ids(retriever.invoke("my cat"))) == {"miso", "biscuit"}
+    assert _ids(retriever.invoke("my cat", k=1)) == ["miso"]
+    topics = {"extra.topic": {"$in": ["cats"]}}
+    assert set(_ids(retriever.invoke("my cat", filter=topics))) == {"miso", "vet"}, (
+        "a call's filter replaces search_kwargs' filter, as LangChain merges them"
+    )
+    expected = tagged.recall("my cat", "alice", now=NOW, where={"agent_id": "pets"}).results
+    assert _ids(retriever.invoke("my cat")) == [hit.id for hit in expected]
+    with pytest.raises(InvalidInputError, match="agent"):
+        retriever.invoke("my cat", filter={"agent": "pets"})
+
+
+async def test_ainvoke_filters_through_the_stores_async_recall(
+    tagged: ChromaMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+    arecall = tagged.arecall
+
+    async def spy(query: str, user_id: str, **options: Any) -> Any:
+        calls.append(options)
+        return await arecall(query, user_id, **options)
+
+    monkeypatch.setattr(tagged, "arecall", spy)
+    retriever = AffectMemoryRetriever(memory=tagged, user_id="alice", now=NOW, k=1)
+    documents = await retriever.ainvoke("my cat", filter={"agent_id": "calendar"})
+    assert _ids(documents) == ["vet"]
+    assert calls and calls[0]["where"] == {"agent_id": "calendar"} and calls[0]["top_k"] == 1

@@ -173,7 +173,7 @@ def test_the_five_tools_are_listed_with_their_input_schemas(client: McpClient) -
             {"text", "user_id"},
             {"text", "user_id", "timestamp", "significance", "emotional_valence", "episode"},
         ),
-        "recall": ({"query", "user_id"}, {"query", "user_id", "top_k", "mood_valence"}),
+        "recall": ({"query", "user_id"}, {"query", "user_id", "top_k", "mood_valence", "where"}),
         "forget": ({"ids", "user_id"}, {"ids", "user_id"}),
         "appraise": ({"conversation_id", "message"}, {"conversation_id", "message", "intent"}),
         "presence": ({"conversation_id"}, {"conversation_id"}),
@@ -729,3 +729,19 @@ def test_a_well_formed_call_still_works_after_the_refusals(raw: RawMcp) -> None:
     assert _raw_texts(raw, "lee") == {"hello, a proper memory"}
     a_pair = raw.call("remember", {"text": "hello \U0001f600 emoji", "user_id": "lee"})
     assert a_pair.get("isError") is not True, "a real surrogate pair (an emoji) is fine"
+
+
+def test_recall_takes_a_where_filter_and_refuses_a_bad_one_in_one_line(
+    client: McpClient,
+) -> None:
+    client.ok("remember", {"text": "I keep bees on the roof", "user_id": "wendy"})
+    everything = client.ok("recall", {"query": "bees", "user_id": "wendy"})["results"]
+    assert [hit["text"] for hit in everything] == ["I keep bees on the roof"]
+    for_x = client.ok("recall", {"query": "bees", "user_id": "wendy", "where": {"agent_id": "x"}})
+    assert for_x["results"] == [], "remember stores no agent: no memory meets the filter"
+    message = client.error(
+        "recall", {"query": "bees", "user_id": "wendy", "where": {"agent": "x"}}
+    )
+    assert message.startswith("recall: where: unknown field 'agent' = 'x'"), message
+    message = client.error("recall", {"query": "bees", "user_id": "wendy", "where": "x"})
+    assert "where must be an object" in message, message
