@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from affect_memory.errors import StoreError, StoreUnavailableError
 from affect_memory.memory.locks import PathLock
+from affect_memory.redaction import redact_url
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -101,19 +102,20 @@ def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
     if "://" not in value:
         return StoreLocation("path", path=Path(value).expanduser())
     parts = urlsplit(value)
+    shown_value = redact_url(value)  # never echo user:password@ or a ?token=
     if parts.scheme not in ("http", "https"):
         raise StoreError(
-            f"Chroma server URL must start with http:// or https://, got {value!r} "
+            f"Chroma server URL must start with http:// or https://, got {shown_value!r} "
             "(e.g. --chroma http://127.0.0.1:8000)"
         )
     try:
         port = parts.port
     except ValueError:
-        raise StoreError(f"Chroma server URL has an invalid port: {value!r}") from None
+        raise StoreError(f"Chroma server URL has an invalid port: {shown_value!r}") from None
     host = parts.hostname
     if not host or not _HOST.match(host) or parts.path not in ("", "/") or parts.query:
         raise StoreError(
-            f"Chroma server URL must be http(s)://HOST:PORT with no path, got {value!r} "
+            f"Chroma server URL must be http(s)://HOST:PORT with no path, got {shown_value!r} "
             "(e.g. --chroma http://127.0.0.1:8000)"
         )
     ssl = parts.scheme == "https"

@@ -38,11 +38,11 @@ from affect_memory.models.openai_gate import (
     parse_gate_reply,
 )
 from affect_memory.models.openai_redaction import (
+    check_base_url,
     key_problem,
     redact_chain,
     redact_text,
     redact_url,
-    split_credentials,
 )
 from affect_memory.models.openai_wire import (
     DEFAULT_EVIDENCE_PREAMBLE,
@@ -52,6 +52,7 @@ from affect_memory.models.openai_wire import (
     excerpt,
     media_type,
 )
+from affect_memory.redaction import install_log_redaction, remember_secrets
 
 __all__ = ["OpenAICompatibleModel"]
 
@@ -93,7 +94,7 @@ class OpenAICompatibleModel:
                 f"base_url must be an http:// or https:// URL such as "
                 f"'http://127.0.0.1:8000/v1', got {shown(redact_url(base_url))}"
             )
-        base_url, credentials = split_credentials(base_url)
+        base_url, url_secrets = check_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise InvalidInputError(f"model must be a non-empty string, got {shown(model)}")
         if api_key is not None:
@@ -108,10 +109,6 @@ class OpenAICompatibleModel:
                 raise InvalidInputError(
                     f"api_key {problem}; an HTTP header takes printable ASCII only "
                     "(check the key's source, e.g. a .env file)"
-                )
-            if credentials is not None:
-                raise InvalidInputError(
-                    "base_url carries user:password@ and api_key is set too; use one of them"
                 )
         if (
             isinstance(timeout, bool)
@@ -141,14 +138,15 @@ class OpenAICompatibleModel:
             json.dumps(body, allow_nan=False)
         except (TypeError, ValueError) as error:
             raise InvalidInputError(f"extra_body must be JSON-serializable: {error}") from None
-        self._base_url = base_url.rstrip("/")
-        self._url = f"{self._base_url}/chat/completions"
+        endpoint, _, query = base_url.partition("?")
+        self._endpoint = f"{endpoint.rstrip('/')}/chat/completions" + (query and f"?{query}")
+        self._base_url = redact_url(base_url.rstrip("/"))  # shown: no ?api_key=
+        self._url = redact_url(self._endpoint)  # what messages and logs name
         self._model = model
         self._api_key = api_key or None
-        self._auth = credentials.auth if credentials is not None else None
-        self._secrets: tuple[str, ...] = (
-            credentials.secrets if credentials is not None else ()
-        ) + ((self._api_key,) if self._api_key else ())
+        self._secrets: tuple[str, ...] = url_secrets + ((self._api_key,) if self._api_key else ())
+        remember_secrets(self._secrets)  # HTTP clients' own log records are masked too
+        install_log_redaction()
         self._gate: IntentGate | None = None if gate == "model" else gate
         self._model_gate = gate == "model"
         self._timeout = httpx.Timeout(float(timeout))
@@ -214,7 +212,7 @@ class OpenAICompatibleModel:
         chunks = 0
         try:
             async with self._http().stream(
-                "POST", self._url, json=body, **self._request_options("text/event-stream")
+                "POST", self._endpoint, json=body, **self._request_options("text/event-stream")
             ) as response:
                 await self._raise_for_status(response)
                 if media_type(response) != "text/event-stream":
@@ -275,7 +273,7 @@ class OpenAICompatibleModel:
         )
         try:
             async with self._http().stream(
-                "POST", self._url, json=body, **self._request_options("application/json")
+                "POST", self._endpoint, json=body, **self._request_options("application/json")
             ) as response:
                 await self._raise_for_status(response)
                 raw = await self._read_capped(response)
@@ -292,19 +290,16 @@ class OpenAICompatibleModel:
         return self._client
 
     def _request_options(self, accept: str) -> dict[str, Any]:
-        """Headers, timeout and (for a URL that carried credentials) Basic auth of a request."""
+        """Headers and timeout of a request."""
         headers = {"Accept": accept}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         _log.debug("POST %s model=%s accept=%s", self._url, self._model, accept)
-        options: dict[str, Any] = {"headers": headers, "timeout": self._timeout}
-        if self._auth is not None:
-            options["auth"] = self._auth
-        return options
+        return {"headers": headers, "timeout": self._timeout}
 
     def _redact(self, text: str) -> str:
-        """``text`` without the API key or the base URL's credentials."""
-        return redact_url(redact_text(text, self._secrets))
+        """``text`` without any form of the API key or of the base URL's secrets."""
+        return redact_text(text, self._secrets)
 
     def _translate(self, error: httpx.HTTPError, where: str) -> ModelAdapterError:
         detail = self._redact(str(error)) or type(error).__name__

@@ -28,6 +28,7 @@ from urllib.parse import unquote
 from affect_memory.data_dir import default_data_dir
 from affect_memory.errors import MissingExtraError
 from affect_memory.kernel.errors import InvalidInputError, StateStoreError, shown
+from affect_memory.redaction import normalize_userinfo, redact, url_secrets
 
 if TYPE_CHECKING:
     from affect_memory.state.postgres import PostgresStateStore
@@ -71,9 +72,8 @@ _FORMS = "a file path, sqlite:////ABSOLUTE/PATH or postgresql://USER@HOST:PORT/D
 
 
 def redacted(url: str) -> str:
-    """The connection string with any password masked, for error messages."""
-    url = re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
-    return re.sub(r"(password\s*=\s*)('[^']*'|[^\s&]+)", r"\1***", url)
+    """The connection string with its user-info and every password-like parameter masked."""
+    return redact(url, url_secrets(url))
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class StateLocation:
     """A parsed state URL: which store, where, and the options its query string set."""
 
     kind: Literal["sqlite", "postgresql"]
-    target: str
+    target: str = field(repr=False)  # a PostgreSQL URL may hold a password
     """The database file (SQLite), or the libpq URL without the store's own options."""
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -102,6 +102,17 @@ def parse_state_url(url: str | os.PathLike[str], *, source: str = "url") -> Stat
     """The store ``url`` names; ``source`` (``--state``, ``$AFFECT_MEMORY_STATE``) leads errors."""
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
+    try:
+        return _parse_state_url(url, source)
+    except InvalidInputError as error:
+        message = str(error)
+        masked = redact(message, url_secrets(url)) if isinstance(url, str) else message
+        if masked == message:
+            raise
+        raise InvalidInputError(masked) from None  # a fragment of a password, quoted
+
+
+def _parse_state_url(url: object, source: str) -> StateLocation:
     if not isinstance(url, str):
         raise InvalidInputError(f"{source} must be {_FORMS}, got {shown(url)}")
     text = url.strip()
@@ -198,6 +209,7 @@ def _sqlite_url(text: str, source: str) -> StateLocation:
 
 
 def _postgres_url(text: str, source: str) -> StateLocation:
+    text = normalize_userinfo(text)  # a password with an unencoded / or @ reaches libpq whole
     head, question, query = text.partition("?")
     if "#" in query or "#" in head.partition("@")[2]:
         raise InvalidInputError(
@@ -228,9 +240,9 @@ def _postgres_url(text: str, source: str) -> StateLocation:
     try:
         conninfo_to_dict(target)
     except PsycopgError as error:
-        reason = " ".join(str(error).split())
+        reason = redact(" ".join(str(error).split()), url_secrets(text))
         raise InvalidInputError(
-            f"{source} is not a usable PostgreSQL URL ({redacted(reason)}): "
+            f"{source} is not a usable PostgreSQL URL ({reason}): "
             f"{shown(redacted(text))}"
         ) from None
     return StateLocation("postgresql", target, options)

@@ -61,6 +61,7 @@ from affect_memory.kernel.clock import Clock, utc_now
 from affect_memory.kernel.errors import CorruptStateError, InvalidInputError, StateStoreError, shown
 from affect_memory.kernel.models import AffectState
 from affect_memory.kernel.protocols import Message, OutboxItem
+from affect_memory.redaction import normalize_userinfo, redact, url_secrets
 from affect_memory.state.common import (
     ClosingStore,
     WorkerTransaction,
@@ -141,12 +142,13 @@ class PostgresStateStore(ClosingStore):
                 raise InvalidInputError(f"{name} must be positive and finite, got {seconds!r}")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise InvalidInputError(f"pool_size must be a positive integer, got {shown(pool_size)}")
+        url = normalize_userinfo(url)  # a password with an unencoded / or @ reaches libpq whole
         try:
             params = conninfo_to_dict(url)
         except psycopg.Error as error:
+            reason = redact(one_line(error), url_secrets(url))
             raise InvalidInputError(
-                f"url is not a PostgreSQL connection URL ({one_line(error)}): "
-                f"{shown(redacted(url))}"
+                f"url is not a PostgreSQL connection URL ({reason}): {shown(redacted(url))}"
             ) from None
         self._schema = schema
         self._lock_timeout = float(lock_timeout)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -47,7 +47,7 @@ class IndexTarget:
 
     kind: Literal["file", "memory", "postgresql"]
     path: Path | None = None
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # may hold a password
     schema: str | None = None
 
     def describe(self) -> str:
@@ -73,8 +73,9 @@ def _default(location: StoreLocation) -> IndexTarget:
 
 def _postgres(spec: str) -> IndexTarget:
     from affect_memory.memory.index.postgres_backend import DEFAULT_SCHEMA
+    from affect_memory.redaction import normalize_userinfo
 
-    parts = urlsplit(spec)
+    parts = urlsplit(normalize_userinfo(spec))  # a password's unencoded / or @ stays in it
     query = parse_qsl(parts.query, keep_blank_values=True)
     schemas = [value for name, value in query if name == "schema"]
     rest = [(name, value) for name, value in query if name != "schema"]
@@ -99,9 +100,11 @@ def resolve_index(spec: str | os.PathLike[str] | None, location: StoreLocation) 
         return _postgres(spec)
     if lowered.startswith("sqlite:"):
         if not lowered.startswith("sqlite:///") or len(spec) <= len("sqlite:///"):
+            from affect_memory.state.location import redacted
+
             raise StoreError(
                 f"a SQLite index URL is sqlite:///relative/path or sqlite:////absolute/path, "
-                f"got {spec!r}"
+                f"got {redacted(spec)!r}"
             )
         return IndexTarget("file", path=Path(spec[len("sqlite:///") :]).expanduser())
     if "://" in spec:

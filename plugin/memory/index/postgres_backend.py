@@ -124,11 +124,15 @@ class PostgresBackend:
                 "the index schema must be a lower-case PostgreSQL identifier (letters, digits, "
                 f"_; at most 63 characters, not starting with a digit), got {schema!r}"
             )
+        from affect_memory.redaction import normalize_userinfo, redact, url_secrets
+
+        url = normalize_userinfo(url)  # a password with an unencoded / or @ reaches libpq whole
         try:
             params = conninfo_to_dict(url)
         except psycopg.Error as error:
+            reason = redact(one_line(error), url_secrets(url))
             raise StoreError(
-                f"--index is not a PostgreSQL URL ({one_line(error)}): {redacted(url)!r}"
+                f"--index is not a PostgreSQL URL ({reason}): {redacted(url)!r}"
             ) from None
         self._psycopg = psycopg
         self._one_line = one_line
