@@ -19,7 +19,7 @@ import sys
 from typing import Any, Literal
 
 from affect_memory.errors import MissingExtraError
-from affect_memory.integrations.mcp_screen import screen_line
+from affect_memory.integrations.mcp_screen import Rejection, screen_message
 from affect_memory.integrations.mcp_server import build_server
 from affect_memory.integrations.mcp_tools import ServerConfig
 from affect_memory.kernel.errors import InvalidInputError, shown
@@ -128,7 +128,9 @@ class BearerGuard:
 
 
 class ScreenedBodies:
-    """ASGI middleware: each POSTed message passes through ``screen_line`` first, as stdin's do.
+    """ASGI middleware: each POSTed message passes through ``screen_message`` first, as stdin's
+    do; one it rejects is answered 400 with its JSON-RPC error, as the SDK answers a body it
+    cannot parse.
 
     A body larger than the SDK's limit passes unscreened, for the SDK to refuse.
     """
@@ -160,9 +162,12 @@ class ScreenedBodies:
                 break  # the rest still comes from receive, for the SDK to refuse
         body = b"".join(chunks)
         if complete:
-            text = body.decode("utf-8", errors="replace")
-            screened = screen_line(text)
-            if screened != text:
+            screened = screen_message(body)
+            if isinstance(screened, Rejection):
+                _log.info("refused a POSTed message: %s", screened.message)
+                await _reject(send, screened)
+                return
+            if screened.encode("utf-8") != body:
                 body = screened.encode("utf-8")
                 headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
                 headers.append((b"content-length", str(len(body)).encode("ascii")))
@@ -175,6 +180,22 @@ class ScreenedBodies:
             return queue.pop(0) if queue else await receive()
 
         await self._app(scope, replayed, send)
+
+
+async def _reject(send: Send, rejection: Rejection) -> None:
+    """Answer 400 with ``rejection`` as the JSON-RPC error body."""
+    body = rejection.to_line().encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode("ascii")),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class _Server(uvicorn.Server):

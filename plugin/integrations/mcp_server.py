@@ -17,23 +17,26 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
 from affect_memory.errors import MissingExtraError
 from affect_memory.integrations.mcp_arguments import check_arguments, explain_validation, one_prefix
-from affect_memory.integrations.mcp_screen import REFUSAL_KEY, screen_line
+from affect_memory.integrations.mcp_screen import REFUSAL_KEY, Rejection, screen_message
 from affect_memory.integrations.mcp_tools import MAX_TOP_K, MemoryTools, ServerConfig, open_tools
 from affect_memory.kernel import __version__
-from affect_memory.kernel.errors import AffectMemoryError
+from affect_memory.kernel.errors import AffectMemoryError, shown
 
 try:
     import anyio
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPError
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_PARAMS, ErrorData, JSONRPCError
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError(
         "the MCP server needs the 'mcp' extra: pip install -c constraints.txt 'affect-memory[mcp]'"
@@ -75,7 +78,9 @@ class _MemoryServer(MCPServer[Any]):
             raise ToolError(one_prefix(name, str(arguments[REFUSAL_KEY])))
         schema = await self._schema(name)
         if schema is None:
-            return await super().call_tool(name, arguments, context)
+            # A protocol error, as the MCP specification's tools section lists "unknown tools"
+            # (the SDK would answer a tool result); bad arguments stay tool errors (SEP-1303).
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {shown(name)}")
         try:
             check_arguments(name, arguments, schema)
         except AffectMemoryError as error:
@@ -93,8 +98,10 @@ class _MemoryServer(MCPServer[Any]):
             raise ToolError(one_prefix(name, message)) from cause
 
     async def run_stdio_async(self) -> None:
-        """Serve over stdio, each incoming line screened by ``screen_line`` first."""
-        async with stdio_server(stdin=cast(Any, _ScreenedStdin())) as (read, write):
+        """Serve over stdio, each incoming line screened by ``screen_message`` first."""
+        stdin = _ScreenedStdin()
+        async with stdio_server(stdin=cast(Any, stdin)) as (read, write):
+            stdin.answer_through(write)
             await self._lowlevel_server.run(
                 read, write, self._lowlevel_server.create_initialization_options()
             )
@@ -102,24 +109,49 @@ class _MemoryServer(MCPServer[Any]):
 
 
 class _ScreenedStdin:
-    """The process's stdin as UTF-8 lines, each passed through ``screen_line``.
+    """The process's stdin as UTF-8 lines, each passed through ``screen_message``.
 
-    Given its own stdin, the SDK leaves fd 0 as it is (it would otherwise point it at the null
-    device); nothing this server runs reads standard input.
+    A line the screen rejects is answered here, through the SDK's own outgoing stream (so the
+    reply never interleaves with another on stdout), and the next line is read. Given its own
+    stdin, the SDK leaves fd 0 as it is (it would otherwise point it at the null device);
+    nothing this server runs reads standard input.
     """
 
     def __init__(self) -> None:
         self._lines = anyio.wrap_file(sys.stdin.buffer)
+        self._answers: Any = None
+        self._ready = anyio.Event()
+
+    def answer_through(self, write: Any) -> None:
+        """Send rejections on ``write``, the stream the SDK writes stdout from."""
+        self._answers = write
+        self._ready.set()
 
     def __aiter__(self) -> _ScreenedStdin:
         return self
 
     async def __anext__(self) -> str:
-        raw = await self._lines.readline()
-        if not raw:
-            raise StopAsyncIteration
-        line = raw.decode("utf-8", errors="replace")
-        return screen_line(line)
+        while True:
+            raw = await self._lines.readline()
+            if not raw:
+                raise StopAsyncIteration
+            if not raw.strip():
+                continue  # a blank line is no message
+            screened = screen_message(raw.rstrip(b"\r\n"))
+            if not isinstance(screened, Rejection):
+                return screened if screened.endswith("\n") else screened + "\n"
+            await self._answer(screened)
+
+    async def _answer(self, rejection: Rejection) -> None:
+        await self._ready.wait()
+        reply = JSONRPCError(
+            jsonrpc="2.0",
+            id=rejection.ident,
+            error=ErrorData(code=rejection.code, message=rejection.message),
+        )
+        # the server may be shutting down, with nobody left to answer
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._answers.send(SessionMessage(reply))
 
 
 

@@ -7,12 +7,15 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Coroutine
+from typing import Any
 
 from affect_memory.cli.store_options import (
     add_state_argument,
     add_store_arguments,
     default_data_dir,
     index_setting,
+    open_memory,
     open_state,
 )
 
@@ -89,15 +92,18 @@ def run(args: argparse.Namespace) -> int:
     from affect_memory.errors import StoreError
     from affect_memory.kernel.errors import shown
     from affect_memory.memory.location import parse_location
+    from affect_memory.redaction import redact_url
 
     http = _http_settings(args)  # a non-loopback host without a token: exit 2 before loading
 
     if args.chroma is not None and parse_location(args.chroma).kind != "http":
         raise StoreError(
-            f"--chroma takes a server URL such as http://127.0.0.1:8000, got {shown(args.chroma)} "
+            "--chroma takes a server URL such as http://127.0.0.1:8000, got "
+            f"{shown(redact_url(args.chroma))} "
             "(use --data-dir for an embedded store)"
         )
     open_state(args).close()  # a bad URL, a server that does not answer: exit 2 before serving
+    _check_store(args)  # the same for --collection, --chroma and --index
     logging.basicConfig(
         level=args.log_level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -115,7 +121,58 @@ def run(args: argparse.Namespace) -> int:
         from affect_memory.integrations.mcp_http import serve_http
 
         host, port, token = http
-        asyncio.run(serve_http(config, host=host, port=port, token=token, log_level=args.log_level))
+        _serve(serve_http(config, host=host, port=port, token=token, log_level=args.log_level))
         return 0
-    asyncio.run(build_server(config, log_level=args.log_level).run_stdio_async())
+    _serve(build_server(config, log_level=args.log_level).run_stdio_async())
     return 0
+
+
+def _check_store(args: argparse.Namespace) -> None:
+    """Open and close the memory the arguments name, so a bad ``--collection``, an unreachable
+    ``--chroma`` or a bad or unreachable ``--index`` exits 2 in one line naming it, before the
+    model loads (the server's own opening would end in a traceback)."""
+    from affect_memory.errors import StoreError
+    from affect_memory.memory.index.opening import INDEX_ENV
+    from affect_memory.memory.layout import check_prefix
+
+    try:
+        check_prefix(args.collection)
+    except StoreError as error:
+        raise StoreError(f"--collection: {error}") from None
+    try:
+        open_memory(args, create=True).close()
+    except StoreError as error:
+        message = str(error)
+        if message.startswith(("--", "$")):
+            raise
+        if args.chroma is not None and "Chroma server" in message:
+            raise type(error)(f"--chroma: {message}") from None
+        if index_setting(args) is not None and "memory index" in message:
+            source = "--index" if getattr(args, "index", None) is not None else f"${INDEX_ENV}"
+            raise type(error)(f"{source}: {message}") from None
+        raise
+
+
+def _serve(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main``; a start-up failure the task groups wrap is raised as itself, one line."""
+    from affect_memory.kernel.errors import AffectMemoryError
+
+    try:
+        asyncio.run(main)
+    except BaseExceptionGroup as group:
+        found = _first(group, AffectMemoryError)
+        if found is None:
+            raise
+        raise found from None
+
+
+def _first(group: BaseExceptionGroup[Any], kind: type[Exception]) -> Exception | None:
+    """The first exception of ``kind`` in ``group``, however deeply nested."""
+    for item in group.exceptions:
+        if isinstance(item, kind):
+            return item
+        if isinstance(item, BaseExceptionGroup):
+            found = _first(item, kind)
+            if found is not None:
+                return found
+    return None

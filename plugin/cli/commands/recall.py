@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from affect_memory.cli.store_options import add_store_arguments, open_memory
-from affect_memory.jsonl import read_jsonl
+from affect_memory.jsonl import loads_strict, read_jsonl
 
 __all__ = ["register", "run"]
 
@@ -123,12 +123,14 @@ def _where(text: str | None) -> Any:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = loads_strict(text)
     except json.JSONDecodeError as error:
         raise InvalidInputError(
             f"--where must be a JSON object like '{{\"agent_id\": \"x\"}}': {error.msg} at "
             f"character {error.pos}"
         ) from None
+    except ValueError as error:  # a repeated key, NaN, too deep, a number too long
+        raise InvalidInputError(f"--where: invalid JSON: {error}") from None
     try:
         return parse_where(value)
     except InvalidInputError as error:
@@ -196,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
                 "mood_valence": 0.0 if args.mood_valence is None else args.mood_valence,
             }
         ]
-    settings = load_recall_settings(args.weights) if args.weights is not None else None
+    try:
+        settings = load_recall_settings(args.weights) if args.weights is not None else None
+    except InvalidInputError as error:
+        raise InvalidInputError(f"--weights {error}") from None
     with open_memory(args, create=False) as memory:
         results = memory.recall_many(
             queries,

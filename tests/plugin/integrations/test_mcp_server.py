@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, Tool
 
@@ -361,7 +361,6 @@ def test_forget_removes_only_what_exists_and_only_for_the_user_named(client: Mcp
         ("appraise", {"conversation_id": "c-bad", "message": ""}, "message must be a non-empty"),
         ("appraise", {"conversation_id": "", "message": "hi"}, "conversation_id"),
         ("presence", {}, "conversation_id is required"),
-        ("nonexistent", {}, "nonexistent"),
     ],
 )
 def test_bad_calls_are_one_line_tool_errors_and_write_nothing(
@@ -378,6 +377,18 @@ def test_bad_calls_are_one_line_tool_errors_and_write_nothing(
     recalled = client.ok("recall", {"query": "hello", "user_id": "alice"})["results"]
     assert all(hit["text"] != "hello" for hit in recalled), "a refused remember wrote a memory"
     # The server still answers after the refusal.
+    assert client.ok("presence", {"conversation_id": "c-bad"})["source"] == "affect_state"
+
+
+def test_an_unknown_tool_is_a_json_rpc_error_and_the_server_keeps_serving(
+    client: McpClient,
+) -> None:
+    # The MCP spec lists unknown tools among protocol errors (JSON-RPC -32602), not tool results.
+    with pytest.raises(MCPError) as raised:
+        client.call("nonexistent", {})
+    assert raised.value.code == -32602
+    assert "nonexistent" in raised.value.message
+    assert "\n" not in raised.value.message
     assert client.ok("presence", {"conversation_id": "c-bad"})["source"] == "affect_state"
 
 
@@ -745,3 +756,16 @@ def test_recall_takes_a_where_filter_and_refuses_a_bad_one_in_one_line(
     assert message.startswith("recall: where: unknown field 'agent' = 'x'"), message
     message = client.error("recall", {"query": "bees", "user_id": "wendy", "where": "x"})
     assert "where must be an object" in message, message
+
+
+def test_a_text_with_a_byte_that_is_not_utf8_is_refused_not_stored_as_a_replacement(
+    raw: RawMcp,
+) -> None:
+    raw.send(
+        b'{"jsonrpc": "2.0", "id": 9101, "method": "tools/call", "params": {"name": "remember", '
+        b'"arguments": {"text": "hello caf\xe9", "user_id": "utf"}}}'
+    )
+    reply = raw.reply(9101, 60.0)
+    assert "error" in reply and "not UTF-8" in reply["error"]["message"], reply
+    assert "\n" not in reply["error"]["message"]
+    assert _raw_texts(raw, "utf") == set()
