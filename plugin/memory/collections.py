@@ -21,10 +21,13 @@ timed-out server).
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 from affect_memory.errors import (
@@ -49,6 +52,8 @@ from affect_memory.memory.layout import (
 )
 from affect_memory.memory.location import StoreLocation, index_cache_size, open_client
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "DEFAULT_HNSW",
     "LIST_PAGE",
@@ -60,6 +65,24 @@ __all__ = [
     "recorded_embedder",
     "stored_configuration",
 ]
+
+
+def _old_layout_rows(directory: Path, name: str) -> bool:
+    """Whether collection ``name`` of the embedded store at ``directory`` holds a row naming
+    its user, read from Chroma's SQLite file (for a collection Chroma itself cannot read)."""
+    database = directory / "chroma.sqlite3"
+    connection = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        found = connection.execute(
+            "SELECT 1 FROM collections c JOIN segments s ON s.collection = c.id "
+            "JOIN embeddings e ON e.segment_id = s.id "
+            "JOIN embedding_metadata m ON m.id = e.id AND m.key = 'user_id' "
+            "WHERE c.name = ? LIMIT 1",
+            (name,),
+        ).fetchone()
+    finally:
+        connection.close()
+    return found is not None
 
 
 class HnswParams(FrozenModel):
@@ -186,6 +209,11 @@ class UserCollections:
         return self._client
 
     @property
+    def prefix(self) -> str:
+        """The prefix the users' collections are named under (the old layout's collection)."""
+        return self._prefix
+
+    @property
     def location(self) -> StoreLocation:
         """Where the store lives."""
         return self._location
@@ -244,14 +272,12 @@ class UserCollections:
                 shared = self._client.get_collection(self._prefix, embedding_function=None)
             except NotFoundError:
                 shared = None
-            if shared is not None:
-                sample = shared.get(limit=1, include=["metadatas"])
-                if sample["ids"] and "user_id" in (sample["metadatas"][0] or {}):
-                    raise LegacyLayoutError(
-                        f"{where} keeps memories in the old layout, every user in one collection "
-                        f"{self._prefix!r}; run {migrate_command(self._location, self._prefix)} "
-                        "to move them into one collection per user"
-                    )
+            if shared is not None and self._old_collection_holds_users(shared):
+                raise LegacyLayoutError(
+                    f"{where} keeps memories in the old layout, every user in one collection "
+                    f"{self._prefix!r}; run {migrate_command(self._location, self._prefix)} "
+                    "to move them into one collection per user"
+                )
         if create:
             return
         listed = self.listed()
@@ -269,6 +295,51 @@ class UserCollections:
             f"no collection {self._prefix!r} at {where} (present: "
             f"{', '.join(prefixes) or 'none'}); ingest memories first or pass --collection"
         )
+
+    def _old_collection_holds_users(self, shared: Any) -> bool:
+        """Whether the collection named like the prefix still holds old-layout rows.
+
+        One whose vector segment a kill tore cannot be read at all (chromadb 1.5.9 fails every
+        call on it); it never keeps the users' collections closed: one ``migrate`` verified is
+        dropped by the next ``migrate``, and any other is judged from Chroma's SQLite file.
+        """
+        try:
+            sample = shared.get(limit=1, include=["metadatas"])
+        except Exception as error:  # chromadb raises InternalError for a torn segment
+            return self._unreadable_old_collection(shared, error)
+        return bool(sample["ids"]) and "user_id" in (sample["metadatas"][0] or {})
+
+    def _unreadable_old_collection(self, shared: Any, error: Exception) -> bool:
+        """Report an unreadable collection named like the prefix once; whether it still holds
+        rows no ``migrate`` verified (then the store stays in the old layout)."""
+        from affect_memory.memory.migrate import MIGRATED_KEY, VERIFIED
+
+        path = self._location.path if self._location.kind == "path" else None
+        if (shared.metadata or {}).get(MIGRATED_KEY) == VERIFIED:
+            holds = False
+        elif path is not None:
+            holds = _old_layout_rows(path, shared.name)
+        else:
+            raise error  # a server's collection: nothing to judge it by but Chroma
+        fix = migrate_command(self._location, self._prefix)
+        if (shared.metadata or {}).get(MIGRATED_KEY) == VERIFIED:
+            verdict = (
+                "every row of it was verified in its user's collection, so the users' "
+                f"collections open without it; run {fix} to remove it"
+            )
+        elif holds:
+            verdict = f"it still holds old-layout rows; run {fix} to move them"
+        else:
+            verdict = "it holds no user's memories, so the users' collections open without it"
+        logger.warning(
+            "collection %r at %s cannot be read (%s: %s); %s",
+            shared.name,
+            self._location.describe(),
+            type(error).__name__,
+            " ".join(str(error).split()),
+            verdict,
+        )
+        return holds
 
     def of(self, user_id: str, *, create: bool) -> Any | None:
         """``user_id``'s collection, checked to be theirs and cosine; None if it does not

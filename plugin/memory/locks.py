@@ -11,6 +11,7 @@ refusal is one line naming the path and each process holding it, with its comman
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -26,6 +27,16 @@ LOCK_FILE = ".affect-memory.lock"
 """The lock file inside an embedded store's directory."""
 
 _COMMAND_WIDTH = 200
+
+
+def _lock_failure(lock_path: Path, error: OSError) -> str:
+    """One line for a lock that could not be taken or written, naming a full disk as such."""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"cannot lock the embedded store {lock_path.parent}: the disk is full "
+            f"({error.strerror or error}, writing {lock_path.name}); free some space and retry"
+        )
+    return f"cannot lock the embedded store {lock_path.parent}: {error}"
 
 
 def holder_pids(directory: Path) -> list[int]:
@@ -117,9 +128,7 @@ class PathLock:
                 if fd >= 0:
                     os.close(fd)
             if not isinstance(error, BlockingIOError):
-                raise StoreUnavailableError(
-                    f"cannot lock the embedded store {directory}: {error}"
-                ) from None
+                raise StoreUnavailableError(_lock_failure(lock_path, error)) from None
             raise StoreLockedError(
                 f"the embedded store {directory} is in use by another process "
                 f"({holder_description(directory)}); an embedded path serves one process at "
@@ -127,8 +136,14 @@ class PathLock:
                 f"for several processes run `chroma run --path {directory} --port 8000` and "
                 "pass --chroma http://127.0.0.1:8000"
             ) from None
-        os.ftruncate(file_fd, 0)
-        os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
+        try:
+            os.ftruncate(file_fd, 0)
+            os.pwrite(file_fd, str(os.getpid()).encode("ascii"), 0)
+        except OSError as error:
+            # Closing both descriptors drops both flocks: nothing stays held by this process.
+            for fd in (file_fd, directory_fd):
+                os.close(fd)
+            raise StoreUnavailableError(_lock_failure(lock_path, error)) from None
         return directory_fd, file_fd
 
     def release(self) -> None:

@@ -19,6 +19,15 @@ four steps, each safe to interrupt (a kill, a lost server) and to run again:
    cross-user leak here. A run that finds the mark resumes here, checking that every row
    still in the old collection is in its user's collection.
 
+A kill can also tear the old collection's HNSW segment (chromadb 1.5.9 rewrites its metadata
+file in place; ``affect_memory.memory.segment_repair``), after which Chroma fails every call on
+that collection. The next run moves the torn segment aside (kept as ``.damaged-<UTC time>``),
+which makes the rows readable again without their vectors: a collection already marked is then
+removed without reading its rows again (they were verified before the mark), and an unmarked
+one is copied on, the rows not yet copied embedded again by the default embedder (refused
+unless it is the model the old collection records). Until then ``ChromaMemory`` opens the
+users' collections beside a marked torn collection, with one warning naming ``migrate``.
+
 While any row is left in the old collection, ``ChromaMemory`` refuses the store
 (``LegacyLayoutError``), so nothing writes to the users' collections halfway through. The
 embedded store is locked for the whole run. The memory index (lexical postings, rehearsal
@@ -33,6 +42,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -54,10 +64,12 @@ from affect_memory.memory.location import (
     parse_location,
 )
 from affect_memory.memory.results import check_user
+from affect_memory.memory.segment_repair import damaged_segments
 
 __all__ = [
     "MIGRATED_KEY",
     "MIGRATION_PAGE",
+    "VERIFIED",
     "MigrationReport",
     "migrate_store",
     "remove_collection",
@@ -69,7 +81,8 @@ MIGRATION_PAGE = 1_000
 MIGRATED_KEY = "affect_memory_migrated"
 """Old-collection metadata key set once every user's rows were verified in their collection."""
 
-_VERIFIED = "verified"
+VERIFIED = "verified"
+"""The value ``MIGRATED_KEY`` takes once every user's rows were verified."""
 
 
 @dataclass
@@ -240,20 +253,35 @@ def _migrate(
     old: Any, users: UserCollections, report: MigrationReport, *, page: int, bar: Bar
 ) -> None:
     where = report.location
-    with users.backend("read the old collection"):
-        total = int(old.count())
-        verified = (old.metadata or {}).get(MIGRATED_KEY) == _VERIFIED
+    verified = (old.metadata or {}).get(MIGRATED_KEY) == VERIFIED
+    torn = False
+    try:
+        with users.backend("read the old collection"):
+            total = int(old.count())
+    except StoreError:
+        torn = _set_aside_torn_segment(users, old.name)
+        if not torn:
+            raise
+        with users.backend("read the old collection"):
+            total = int(old.count())
     old_ids: dict[str, set[str]] = {}
     if not verified:
+        # A torn segment lost the vectors of the rows not yet copied: those are embedded again.
+        embed = _reembedder(old, where) if torn else None
+        include = ["documents", "metadatas"] + ([] if torn else ["embeddings"])
         with bar("migrate: copy", total) as step:
-            for got in _backend_pages(users, old, page, ["documents", "metadatas", "embeddings"]):
-                _copy_page(got, users, report, old_ids, where)
+            for got in _backend_pages(users, old, page, include):
+                _copy_page(got, users, report, old_ids, where, embed)
                 step(len(got["ids"]))
         _verify(users, old_ids, report, exact=True)
         with users.backend("mark the old collection verified"):
             metadata = dict(old.metadata or {})
-            metadata[MIGRATED_KEY] = _VERIFIED
+            metadata[MIGRATED_KEY] = VERIFIED
             old.modify(metadata=metadata)
+    elif torn:
+        # Every row was verified in its user's collection before the mark was set: the old
+        # collection is dropped without reading its rows again.
+        _verify(users, {}, report, exact=False)
     else:
         for got in _backend_pages(users, old, page, ["metadatas"]):
             for ident, meta in zip(got["ids"], got["metadatas"], strict=True):
@@ -262,6 +290,44 @@ def _migrate(
     with bar("migrate: remove old", total) as step, users.backend("remove the old collection"):
         remove_collection(users.client, old, page=page, step=step)
     report.removed = True
+
+
+def _set_aside_torn_segment(users: UserCollections, name: str) -> bool:
+    """Move the vector segment of collection ``name`` of an embedded store aside when a kill
+    tore it, so Chroma can read the collection's rows (without their vectors) again; whether
+    it was torn.
+
+    The files go to ``<segment id>.damaged-<UTC time>``, kept, as segment repair keeps a
+    user's (``affect_memory.memory.segment_repair``).
+    """
+    location = users.location
+    if location.kind != "path" or location.path is None:
+        return False
+    directory = location.path
+    torn = [s for s in damaged_segments(directory) if s.collection == name and s.problem]
+    for segment in torn:
+        source = directory / segment.segment_id
+        if source.exists():
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            source.rename(directory / f"{segment.segment_id}.damaged-{stamp}")
+    return bool(torn)
+
+
+def _reembedder(old: Any, where: str) -> Callable[[list[str]], Any]:
+    """The embedder the old collection was filled with, for rows whose vectors a torn segment
+    lost; refused when this installation's default embedder is another model."""
+    from affect_memory.models.embeddings import default_embedder
+
+    embedder = default_embedder()
+    recorded = recorded_embedder(old)
+    if recorded != embedder.name:
+        raise MigrationError(
+            f"the old collection at {where} has a damaged vector index, so the vectors of the "
+            f"rows not yet copied are lost, and it was filled with embedder {recorded!r}, not "
+            f"this installation's {embedder.name!r}; nothing was removed - run migrate where "
+            "that embedder is the default"
+        )
+    return embedder.embed_documents
 
 
 def remove_collection(
@@ -305,8 +371,10 @@ def _copy_page(
     report: MigrationReport,
     old_ids: dict[str, set[str]],
     where: str,
+    embed: Callable[[list[str]], Any] | None = None,
 ) -> None:
-    """Add one page's rows to their users' collections, skipping rows already copied."""
+    """Add one page's rows to their users' collections, skipping rows already copied (with
+    ``embed``, the page has no vectors and the rows to add are embedded again)."""
     by_user: dict[str, list[int]] = {}
     for index, (ident, meta) in enumerate(zip(got["ids"], got["metadatas"], strict=True)):
         owner = _owner(ident, meta, where)
@@ -338,11 +406,17 @@ def _copy_page(
         report.already += len(rows) - len(todo)
         if not todo:
             continue
+        documents = [got["documents"][i] for i in todo]
+        vectors = (
+            np.asarray([got["embeddings"][i] for i in todo], dtype=np.float32)
+            if embed is None
+            else np.asarray(embed(documents), dtype=np.float32)
+        )
         with users.backend(f"copy the memories of user {shown(owner)}"):
             target.add(
                 ids=[got["ids"][i] for i in todo],
-                embeddings=np.asarray([got["embeddings"][i] for i in todo], dtype=np.float32),
-                documents=[got["documents"][i] for i in todo],
+                embeddings=vectors,
+                documents=documents,
                 metadatas=[got["metadatas"][i] for i in todo],
             )
         report.copied += len(todo)

@@ -9,7 +9,8 @@ themselves survive in Chroma's SQLite file, and the memory index holds each row'
 So on opening an embedded store, a vector segment whose metadata file fails (it must end in
 pickle's STOP byte; checked again under the user's lock by a full parse with an unpickler that
 loads no class, since the metadata is a plain dictionary and nothing in it should run) is moved
-aside, to ``<segment id>.damaged-<UTC time>``, kept for inspection and never deleted. Its
+aside, to ``<segment id>.damaged-<UTC time>``, kept for inspection (the latest
+``DAMAGED_KEPT`` of each segment; older ones are deleted as a newer one is set aside). Its
 collection's rows are then upserted again with the index's embeddings (the store's embedder's
 for a row whose write was in flight), which rebuilds the segment, and the index takes each row
 back as Chroma then returns it (a cosine collection normalises vectors again, which can move a
@@ -24,6 +25,7 @@ import io
 import logging
 import os
 import pickle
+import shutil
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from affect_memory.memory.recall.pool import index_vector
 from affect_memory.models.embeddings import Embedder
 
 __all__ = [
+    "DAMAGED_KEPT",
     "METADATA_FILE",
     "DamagedSegment",
     "damaged_segments",
@@ -55,6 +58,9 @@ logger = logging.getLogger(__name__)
 
 METADATA_FILE = "index_metadata.pickle"
 """The HNSW segment's metadata file that chromadb 1.5.9 rewrites in place."""
+
+DAMAGED_KEPT = 3
+"""Set-aside copies of one damaged segment kept for inspection; older ones are deleted."""
 
 _MARKER = ".affect-memory-rebuild-{collection}"
 _KEYS = frozenset({"dimensionality", "id_to_label", "label_to_id"})
@@ -164,6 +170,8 @@ def set_aside(directory: Path, segment: DamagedSegment) -> Path | None:
     target = directory / f"{segment.segment_id}.damaged-{stamp}"
     source.rename(target)
     _sync_directory(directory)
+    for older in sorted(directory.glob(f"{segment.segment_id}.damaged-*"))[:-DAMAGED_KEPT]:
+        shutil.rmtree(older, ignore_errors=True)  # the stamps sort by time
     return target
 
 
@@ -220,12 +228,14 @@ def repair_segments(
     rebuilt = []
     for found in damaged:
         if found.collection not in owners:
-            logger.warning(
-                "the HNSW index of collection %s is damaged (%s); it is not a user collection "
-                "of this prefix, so it is left for its own store to rebuild",
-                found.collection,
-                found.reason,
-            )
+            if found.collection != collections.prefix:  # the old layout's: the layout check says
+                logger.warning(
+                    "the HNSW index of collection %s is damaged (%s); it is not a user "
+                    "collection of this prefix, so the users' collections open without it "
+                    "(rebuild it with the store that wrote it, or delete it)",
+                    found.collection,
+                    found.reason,
+                )
             continue
         owner, collection = owners[found.collection]
         try:

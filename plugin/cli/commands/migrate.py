@@ -19,7 +19,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description=(
             "Move the memories of a store in the old layout (every user in one collection "
             "named like --collection, default 'memories') into one collection per user: copy "
-            "each row with its vector (nothing is re-embedded), verify every user's memories, "
+            "each row with its vector (nothing is re-embedded, unless a torn index lost it), "
+            "verify every user's memories, "
             "then remove the old collection. Safe to interrupt and to run again: a rerun "
             "resumes, copying only what is missing. On a store already migrated it only "
             "reports the users."
@@ -56,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from affect_memory.errors import StoreError
     from affect_memory.memory.location import parse_location
     from affect_memory.memory.migrate import MIGRATION_PAGE, migrate_store
+    from affect_memory.redaction import redact_url
 
     if args.chroma is not None and args.store is not None:
         raise StoreError("pass --chroma URL or --store DIR, not both")
@@ -63,18 +65,24 @@ def run(args: argparse.Namespace) -> int:
         location = parse_location(args.chroma)
         if location.kind != "http":
             raise StoreError(
-                f"--chroma takes a server URL such as http://127.0.0.1:8000, got {args.chroma!r}"
+                "--chroma takes a server URL such as http://127.0.0.1:8000, got "
+                f"{redact_url(args.chroma)!r}"
             )
     else:
         directory = args.store or (args.data_dir or default_data_dir()) / "chroma"
         location = parse_location(str(directory))
-    report = migrate_store(
-        location,
-        collection=args.collection,
-        timeout=args.timeout,
-        page=MIGRATION_PAGE if args.batch is None else args.batch,
-        progress=args.progress,
-    )
+    try:
+        report = migrate_store(
+            location,
+            collection=args.collection,
+            timeout=args.timeout,
+            page=MIGRATION_PAGE if args.batch is None else args.batch,
+            progress=args.progress,
+        )
+    except StoreError as error:  # the API's ``page`` is the flag --batch here
+        if not str(error).startswith("page must "):
+            raise
+        raise StoreError(f"--batch{str(error).removeprefix('page')}") from None
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0

@@ -86,13 +86,14 @@ class WriteSession:
             ids = [entry.memory_id for entry in open_entries]
             try:
                 backend.write(lambda tx: defer(tx, self._key, ids, due=due))
-            except Exception:
-                logger.exception("could not defer %d journal entries", len(ids))
+            except Exception as failure:
+                _warn_in_one_line(failure, "could not defer %d journal entries", len(ids))
             return
         try:
             reconcile(backend, self._index.collections, self._key, self._collection, open_entries)
-        except Exception:
-            logger.exception(
+        except Exception as failure:
+            _warn_in_one_line(
+                failure,
                 "could not reconcile %d journal entries of user %s now; they stay pending",
                 len(open_entries),
                 shown(self._user_id),
@@ -203,3 +204,11 @@ class WriteSession:
             )
             if held
         }
+
+
+def _warn_in_one_line(failure: BaseException, message: str, *args: object) -> None:
+    """Log ``message`` and the failure as one warning line; its traceback only at DEBUG (a
+    failed reconcile is expected to retry later, and 45 lines of it buried the log)."""
+    reason = " ".join(f"{type(failure).__name__}: {failure}".split())
+    logger.warning(message + " (%s)", *args, reason)
+    logger.debug("the traceback of: " + message, *args, exc_info=failure)

@@ -95,12 +95,16 @@ def _recall(
     }
 
 
-def _legacy_store(client: Any, reference: dict[str, Any], prefix: str = "memories") -> Any:
+def _legacy_store(
+    client: Any, reference: dict[str, Any], prefix: str = "memories", *, synced: bool = False
+) -> Any:
     """The reference rows as the previous release kept them: one cosine collection named like
-    the prefix, recording the embedder, every row naming its user."""
+    the prefix, recording the embedder, every row naming its user (``synced``: its HNSW index
+    written to disk on every write, as a big store's is)."""
+    sync = {"sync_threshold": 2} if synced else {}
     shared = client.create_collection(
         prefix,
-        configuration={"hnsw": {"space": "cosine", **DEFAULT_HNSW.model_dump()}},
+        configuration={"hnsw": {"space": "cosine", **DEFAULT_HNSW.model_dump(), **sync}},
         metadata={"embedder": reference["embedder"]},
         embedding_function=None,
     )
@@ -115,10 +119,12 @@ def _legacy_store(client: Any, reference: dict[str, Any], prefix: str = "memorie
     return shared
 
 
-def _build_legacy(path: Path | str, reference: dict[str, Any], prefix: str = "memories") -> None:
+def _build_legacy(
+    path: Path | str, reference: dict[str, Any], prefix: str = "memories", *, synced: bool = False
+) -> None:
     """A legacy store at ``path``, with nothing of it left open in this process."""
     with _client(path) as client:
-        _legacy_store(client, reference, prefix)
+        _legacy_store(client, reference, prefix, synced=synced)
 
 
 def _expected_by_user(reference: dict[str, Any]) -> dict[str, set[str]]:
@@ -417,7 +423,7 @@ def test_migrate_from_the_shell_reports_one_line_errors(tmp_path: Path) -> None:
     empty = run("--data-dir", str(tmp_path))
     assert empty.returncode == 2 and "no collection 'memories'" in empty.stderr
     bad = run("--data-dir", str(tmp_path), "--batch", "0")
-    assert bad.returncode == 2 and "page must be a whole number" in bad.stderr
+    assert bad.returncode == 2 and "--batch must be a whole number" in bad.stderr
     both = run("--chroma", "http://127.0.0.1:1", "--store", str(tmp_path))
     assert both.returncode == 2 and "not both" in both.stderr
 
@@ -434,3 +440,133 @@ def test_a_store_already_in_the_new_layout_has_nothing_to_migrate(
 def test_bad_pages_are_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="page must be"):
         migrate_store(parse_location(str(tmp_path)), page=0)
+
+
+# ---------------------------------------------------------------- a torn old collection
+
+
+def _tear_old_segment(path: Path, name: str = "memories") -> None:
+    """Truncate the old collection's HNSW metadata file to half, as a kill mid-rewrite does."""
+    import sqlite3
+
+    from affect_memory.memory.segment_repair import METADATA_FILE
+
+    connection = sqlite3.connect(path / "chroma.sqlite3")
+    try:
+        (segment,) = connection.execute(
+            "SELECT s.id FROM segments s JOIN collections c ON c.id = s.collection "
+            "WHERE s.scope = 'VECTOR' AND c.name = ?",
+            (name,),
+        ).fetchone()
+    finally:
+        connection.close()
+    pickle_file = path / segment / METADATA_FILE
+    with open(pickle_file, "r+b") as handle:
+        handle.truncate(pickle_file.stat().st_size // 2)
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "affect_memory", *args], cwd=ROOT, capture_output=True,
+        text=True, timeout=300,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+
+
+_KILLED_MIGRATE = """
+import os, signal, sys
+from affect_memory.memory import migrate
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def after(count, original):
+    calls = [0]
+    def wrapped(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] > count:
+            die()
+        return original(*args, **kwargs)
+    return wrapped
+
+point = sys.argv[2]
+if point == "copy":  # two pages copied
+    migrate._copy_page = after(2, migrate._copy_page)
+elif point == "verify":  # every row copied, nothing verified or marked
+    migrate._verify = after(0, migrate._verify)
+elif point == "marked":  # verified and marked, nothing removed
+    migrate.remove_collection = after(0, migrate.remove_collection)
+else:  # two pages of the old collection deleted
+    removing = migrate.remove_collection
+    def remove_two_pages(client, collection, *, page, step=None):
+        removing(client, collection, page=page, step=after(2, lambda n: None))
+    migrate.remove_collection = remove_two_pages
+migrate.migrate_store(sys.argv[1], page=10, progress=False)
+"""
+
+
+def _kill_migrate_at(store: Path, point: str) -> None:
+    """Run migrate in a process that SIGKILLs itself at ``point`` (no timing involved)."""
+    process = subprocess.run(
+        [sys.executable, "-c", _KILLED_MIGRATE, str(store), point], cwd=ROOT,
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False", "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert process.returncode == -signal.SIGKILL, process.stderr
+
+
+@pytest.mark.parametrize(
+    ("point", "phase"),
+    [
+        ("copy", "copying"),
+        ("verify", "copying"),
+        ("marked", "removing"),
+        ("remove-old", "removing"),
+    ],
+)
+def test_a_torn_old_collection_after_a_kill_never_blocks_the_users_and_migrate_finishes(
+    tmp_path: Path,
+    reference: dict[str, Any],
+    embedder: SentenceTransformerEmbedder,
+    point: str,
+    phase: str,
+) -> None:
+    """Issue 23: a kill in any phase of migrate, then the old collection's HNSW metadata torn;
+    every user's recall and stats still run (once every row was verified), and a rerun drops
+    the old collection (re-embedding only rows whose vectors the tear lost)."""
+    store = tmp_path / "chroma"
+    _build_legacy(store, reference, synced=True)
+    _kill_migrate_at(store, point)
+    assert _phase(store) == phase
+    _tear_old_segment(store)
+    data_dir = ["--store", str(store)]
+    if phase == "removing":
+        stats = _run_cli("stats", "--data-dir", str(tmp_path), "--json")
+        assert stats.returncode == 0, stats.stderr
+        # Reported once, in one line, with the fix.
+        assert stats.stderr.count("\n") == 1 and "cannot be read" in stats.stderr
+        assert "`affect-memory migrate --data-dir" in stats.stderr
+        with ChromaMemory(store, embedder=embedder, create=False) as memory:
+            expected = _expected_by_user(reference)
+            assert memory.stats().users == {user: len(ids) for user, ids in expected.items()}
+            for user in reference["users"]:
+                assert memory.recall(QUERIES[0], user, now=REFERENCE, top_k=8).results
+    else:
+        refused = _run_cli("stats", "--data-dir", str(tmp_path))
+        assert refused.returncode == 2 and "affect-memory migrate" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    rerun = _run_cli("migrate", *data_dir, "--batch", "10", "--no-progress", "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    report = json.loads(rerun.stdout)
+    expected = _expected_by_user(reference)
+    assert report["removed"] and report["users"] == {
+        user: len(ids) for user, ids in sorted(expected.items())
+    }
+    assert _phase(store) == "done"
+    if phase == "removing":  # every vector came across: recall is unchanged
+        _assert_same_recall(store, reference, embedder)
+    stats = _run_cli("stats", "--data-dir", str(tmp_path), "--json")
+    assert stats.returncode == 0 and "cannot be read" not in stats.stderr, stats.stderr
+    with ChromaMemory(store, embedder=embedder, create=False) as memory:
+        for user in reference["users"]:
+            assert memory.recall(QUERIES[0], user, now=REFERENCE, top_k=8).results

@@ -257,3 +257,19 @@ def test_a_rebuild_that_fails_keeps_its_marker_and_the_other_users_working(
     _as_a_new_process()
     with ChromaMemory(store, embedder=embedder) as memory:
         assert assert_consistent(memory, ("ann",)) == {"ann": len(TEXTS)}
+
+
+def test_only_the_latest_damaged_copies_of_a_segment_are_kept(
+    store: Path, embedder: Embedder
+) -> None:
+    repairs = segment_repair.DAMAGED_KEPT + 2
+    for repair in range(repairs):
+        metadata = _segment(store, "ann") / METADATA_FILE
+        metadata.write_bytes(metadata.read_bytes()[:-1] + bytes([repair]))  # no STOP byte
+        _as_a_new_process()
+        with ChromaMemory(store, embedder=embedder) as memory:
+            assert memory.count("ann") == len(TEXTS)
+    kept = sorted(store.glob(f"{_segment(store, 'ann').name}.damaged-*"))
+    assert len(kept) == segment_repair.DAMAGED_KEPT
+    assert (kept[-1] / METADATA_FILE).read_bytes()[-1] == repairs - 1  # the newest is kept
+    assert damaged_segments(store) == []

@@ -4,6 +4,7 @@ journal entries are never settled by anyone else while it holds the user's lock.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -133,3 +134,33 @@ def test_a_live_writers_entries_wait_for_it_and_a_dead_ones_are_settled(
         assert reader.index.lexical_search("ann", "garden", 5).ids == ["m1"]
         assert_consistent(reader, ("ann",))
         assert journal.AMBIGUOUS_GRACE > 0
+
+
+def test_a_failed_reconcile_is_one_warning_line_with_its_traceback_only_at_debug(
+    tmp_path: Path,
+    embedder: Embedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise StoreError("Chroma went away\n  while reconciling")
+
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add([note("m0", "bees on the roof")])
+        collection = memory._collections.of("ann", create=False)
+        record = MemoryRecord.model_validate(note("m1", "more bees in the garden"))
+        monkeypatch.setattr(session, "reconcile", broken)
+        caplog.set_level(logging.DEBUG, logger=session.logger.name)
+        with pytest.raises(RuntimeError), memory.index.writing("ann", collection) as live:
+            live.announce_writes([record])
+            raise RuntimeError("the write failed")
+        monkeypatch.undo()
+    logged = [r for r in caplog.records if r.name == session.logger.name]
+    warnings = [r for r in logged if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    line = warnings[0].getMessage()
+    assert line.startswith("could not reconcile 1 journal entries of user 'ann' now")
+    assert "\n" not in line and "StoreError: Chroma went away while reconciling" in line
+    assert warnings[0].exc_info is None
+    debug = [r for r in logged if r.levelno == logging.DEBUG and r.exc_info]
+    assert len(debug) == 1 and debug[0].exc_info[0] is StoreError  # type: ignore[index]
