@@ -217,6 +217,22 @@ def _refuse_hiding_wrapper(retriever: object) -> None:
         )
 
 
+def _refuse_other_users(
+    user_id: str | None, retriever: object, effects: Sequence[TurnEffects]
+) -> None:
+    """Refuse collaborators bound to different users (their optional ``user_id``): a turn
+    would surface one user's memories and write another's."""
+    bound = [("the engine", user_id), ("the retriever", getattr(retriever, "user_id", None))]
+    bound += [(f"turn effect {effect!r}", getattr(effect, "user_id", None)) for effect in effects]
+    users = [(name, user) for name, user in bound if isinstance(user, str)]
+    for name, user in users[1:]:
+        if user != users[0][1]:
+            raise InvalidInputError(
+                f"{name} is bound to user_id {shown(user)} but {users[0][0]} to "
+                f"{shown(users[0][1])}; a turn must read and write one user's memories"
+            )
+
+
 def _window(messages: tuple[Message, ...], limits: EngineLimits) -> tuple[Message, ...]:
     """The newest messages that fit both history limits, in order."""
     kept = messages[-limits.max_history_messages :]
@@ -344,6 +360,7 @@ class AffectEngine:
             _require(effect, "turn effect", ("plan", "apply"))
             if not isinstance(getattr(effect, "topic", None), str):
                 raise InvalidInputError(f"turn effect {effect!r} needs a string topic")
+        _refuse_other_users(user_id, retriever, effects)
         try:
             apply_length_factor(base_tokens, None, controls=affect_controls)
         except InvalidInputError:

@@ -166,6 +166,8 @@ class MemoryRetriever(Protocol):
         candidates are prepared for, which an engine without weights of its own ranks with.
         A wrapper must forward it and ``retrieve_ranked``, or turns rank differently from
         the wrapped store: subclass ``affect_memory.kernel.adapters.DelegatingRetriever``.
+        One bound to a user may offer ``user_id`` (a str): an engine refuses one bound to
+        another user than itself or its turn effects (which may offer ``user_id`` too).
         """
         ...
 

@@ -155,6 +155,10 @@ def run(args: argparse.Namespace) -> int:
             f"or set ${STATE_ENV}"
         )
     index = args.index or os.environ.get(INDEX_ENV) or None
+    if index is not None:
+        from affect_memory.bench.servers import require_empty_index
+
+        require_empty_index(index, source="--index" if args.index else f"${INDEX_ENV}")
     report = run_fleet(state, options, index=index, source=source, progress=not args.json)
     print_report(report, as_json=args.json, text=format_report)
     return 0 if all(check["ok"] for check in report["checks"]) else 1

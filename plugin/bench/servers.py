@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ __all__ = [
     "bench_schema",
     "chroma_server",
     "free_port",
+    "require_empty_index",
     "with_schema",
 ]
 
@@ -154,6 +155,35 @@ def bench_schema(
             # An unreachable server (or one that went away) has nothing of ours to drop.
             with suppress(psycopg.Error):
                 _sql(location, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def require_empty_index(spec: str, *, source: str = "--index") -> None:
+    """Refuse a memory index that already indexes users: a benchmark would write its rows
+    into it and leave them there. Reads only (a missing file or schema is empty)."""
+    import sqlite3
+
+    from affect_memory.memory.index.opening import resolve_index
+    from affect_memory.memory.location import IN_MEMORY, parse_location
+
+    target = resolve_index(spec, parse_location(IN_MEMORY))  # an explicit index: any will do
+    users = 0
+    if target.kind == "postgresql":
+        assert target.url is not None
+        location = parse_state_url(target.url, source=source)
+        table = f'"{target.schema}".index_users'
+        if _sql(location, "SELECT to_regclass(%s)", (table,))[0][0] is not None:
+            users = _count(location, f"SELECT count(*) FROM {table}")
+    elif target.kind == "file" and target.path is not None and target.path.exists():
+        with closing(sqlite3.connect(f"{target.path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'index_users'"
+            ).fetchone()
+            users = db.execute("SELECT count(*) FROM index_users").fetchone()[0] if found else 0
+    if users:
+        raise InvalidInputError(
+            f"{source}: the memory index {target.describe()} already indexes {users:,} "
+            f"user{'s' if users != 1 else ''}; a benchmark needs a new or empty index"
+        )
 
 
 def _sql(location: StateLocation, statement: str, params: tuple[Any, ...] = ()) -> Any:

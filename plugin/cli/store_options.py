@@ -14,6 +14,7 @@ __all__ = [
     "DATA_DIR_ENV",
     "add_state_argument",
     "add_store_arguments",
+    "check_store_arguments",
     "default_data_dir",
     "index_setting",
     "open_memory",
@@ -92,16 +93,53 @@ def index_setting(args: argparse.Namespace) -> str | None:
     return chosen if chosen is not None else os.environ.get(INDEX_ENV) or None
 
 
+def check_store_arguments(args: argparse.Namespace) -> None:
+    """Refuse a malformed ``--collection``, ``--timeout``, ``--chroma`` or ``--index`` in one
+    line naming the flag, before a command creates anything (its data directory, a state)."""
+    from affect_memory.errors import StoreError
+    from affect_memory.memory.index.opening import resolve_index
+    from affect_memory.memory.layout import check_prefix
+    from affect_memory.memory.location import check_timeout, parse_location
+    from affect_memory.redaction import redact_url
+
+    for flag, field, check in (
+        ("--collection", "collection name (the prefix of every user's collection)", check_prefix),
+        ("--timeout", "timeout", check_timeout),
+    ):
+        value = getattr(args, flag[2:], None)
+        if value is None:
+            continue
+        try:
+            check(value)
+        except StoreError as error:
+            raise StoreError(f"{flag}{str(error).removeprefix(field)}") from None
+    if args.chroma is not None and parse_location(args.chroma).kind != "http":
+        raise StoreError(
+            "--chroma takes a server URL such as http://127.0.0.1:8000, got "
+            f"{redact_url(args.chroma)!r} (use --data-dir for an embedded store)"
+        )
+    index = index_setting(args)
+    if index is not None:
+        source = "--index" if getattr(args, "index", None) is not None else "$AFFECT_MEMORY_INDEX"
+        location = args.chroma or str((args.data_dir or default_data_dir()) / "chroma")
+        try:
+            resolve_index(index, parse_location(location))
+        except StoreError as error:
+            raise StoreError(f"{source}: {error}") from None
+
+
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
     from affect_memory.errors import StoreError
     from affect_memory.memory.location import parse_location
     from affect_memory.memory.store import ChromaMemory
+    from affect_memory.redaction import redact_url
 
     if args.chroma is not None:
         if parse_location(args.chroma).kind != "http":
             raise StoreError(
-                f"--chroma takes a server URL such as http://127.0.0.1:8000, got {args.chroma!r} "
+                "--chroma takes a server URL such as http://127.0.0.1:8000, got "
+                f"{redact_url(args.chroma)!r} "
                 "(use --data-dir for an embedded store)"
             )
         location: str | Path = args.chroma

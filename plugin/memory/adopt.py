@@ -34,15 +34,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from affect_memory.errors import StoreError, TimestampError, WrongSpaceError
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.models import MemoryCandidate
 from affect_memory.kernel.protocols import RetrievalInput
 from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 from affect_memory.memory.collections import HnswParams, UserCollections, stored_configuration
-from affect_memory.memory.layout import DEFAULT_COLLECTION
+from affect_memory.memory.layout import DEFAULT_COLLECTION, LAYOUT_KEY, PREFIX_KEY, USER_KEY
 from affect_memory.memory.location import DEFAULT_TIMEOUT, parse_location
+from affect_memory.memory.problems import explain_error
 from affect_memory.memory.recall.explanation import rank_rows
+from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.results import RecallResult, check_query, check_top_k, check_user
 from affect_memory.memory.rows import StoredRows, rows_from_query
 from affect_memory.memory.timestamps import normalize_timestamp
@@ -183,6 +187,7 @@ class AdoptedCollection:
                         f"no collection {shown(name)} at {where} to adopt (present: "
                         f"{', '.join(present[:20]) or 'none'})"
                     ) from None
+                _refuse_own(name, self._collection.metadata, where)
                 sample = self._collection.get(limit=1, include=["embeddings"])
             space = _space(self._collection)
             if check_space and space != "cosine":
@@ -241,6 +246,14 @@ class AdoptedCollection:
         for key in ADOPTION_DEFAULTS:
             value = meta.get(getattr(names, key))
             mapped[key] = ADOPTION_DEFAULTS[key] if value is None else value
+        # The record import would add: a row it would refuse is left out here too, so the
+        # survey counts exactly what --import writes.
+        record = {key: mapped[key] for key in ("user_id", *ADOPTION_DEFAULTS)}
+        try:
+            MemoryRecord.model_validate({"id": ident, "text": text, "timestamp": moment.iso,
+                                         **record})  # fmt: skip
+        except ValidationError as error:
+            return None, explain_error(error.errors()[0])[0]
         return mapped, ""
 
     def _utc(self, stamp: object) -> object:
@@ -439,6 +452,18 @@ def _check_candidates(candidates: object, top_k: int) -> int:
             f"candidates must be an int from 1 to 1024, got {shown(candidates)}"
         )
     return max(candidates, top_k)
+
+
+def _refuse_own(name: str, metadata: Mapping[str, Any] | None, where: str) -> None:
+    """Refuse one of affect-memory's own per-user collections: adopting it (``--owner``)
+    would silently copy one user's memories to another."""
+    meta = metadata or {}
+    if LAYOUT_KEY in meta or USER_KEY in meta:
+        raise InvalidInputError(
+            f"collection {shown(name)} at {where} is affect-memory's own collection of user "
+            f"{shown(meta.get(USER_KEY))} (prefix {shown(meta.get(PREFIX_KEY))}), not another "
+            "tool's; it is not adopted (its memories are already that user's)"
+        )
 
 
 def _space(collection: Any) -> object:

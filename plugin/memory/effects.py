@@ -180,6 +180,11 @@ class MemoryTurnEffects:
         self._user_id = user_id
         self._policy: MemoryWritePolicy = policy or DefaultMemoryWritePolicy()
 
+    @property
+    def user_id(self) -> str | None:
+        """The user written for, or None (each turn's engine user id): an engine checks it."""
+        return self._user_id
+
     def plan(self, turn: TurnRecord) -> Sequence[OutboxItem]:
         """One outbox item holding the recall updates and the new memory of ``turn``."""
         user_id = self._user_id or turn.user_id

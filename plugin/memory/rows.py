@@ -33,6 +33,7 @@ __all__ = [
     "RecallMark",
     "StoredRow",
     "StoredRows",
+    "check_owners",
     "ids_of",
     "recall_marks",
     "records_of",
@@ -117,6 +118,23 @@ class StoredRows:
         ]
 
 
+def check_owners(
+    ids: Sequence[str], metadatas: Sequence[Mapping[str, Any] | None], user_id: str, read: str
+) -> None:
+    """Refuse rows whose ``user_id`` metadata names another user than ``user_id``.
+
+    The one owner check of every read (queries, ``get``): a row without the key is left to
+    ``row_problem``, which skips it as malformed.
+    """
+    for ident, meta in zip(ids, metadatas, strict=True):
+        owner = (meta or {}).get("user_id", user_id)
+        if owner != user_id:
+            raise IsolationError(
+                f"Chroma returned memory {ident!r} of another user for {read} scoped to "
+                f"{shown(user_id)}; nothing was returned"
+            )
+
+
 def _is_number(value: object, low: float, high: float) -> bool:
     return (
         isinstance(value, int | float)
@@ -188,13 +206,7 @@ def rows_from_query(
             f"Chroma returned a distance of {bad!r} outside the cosine range [0, 2]; "
             "is the collection really cosine?"
         )
-    owners = [(meta or {}).get("user_id", user_id) for meta in metadatas]
-    if any(owner != user_id for owner in owners):
-        intruder = next(i for i, owner in enumerate(owners) if owner != user_id)
-        raise IsolationError(
-            f"Chroma returned memory {ids[intruder]!r} of another user for a query scoped to "
-            f"{shown(user_id)}; nothing was returned"
-        )
+    check_owners(ids, metadatas, user_id, "a query")
     rows = _fast_rows(ids, documents, metadatas, raw)
     if rows is not None:
         return rows
@@ -292,6 +304,7 @@ def ids_of(got: Mapping[str, Any]) -> list[str]:
 def records_of(got: Mapping[str, Any], user_id: str) -> dict[str, MemoryRecord]:
     """The records a ``get`` (documents and metadatas) found, by id; malformed rows are logged
     and left out."""
+    check_owners(got["ids"], got["metadatas"], user_id, "a read")
     records: dict[str, MemoryRecord] = {}
     for ident, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
         try:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from affect_memory.kernel.adapters.store_support import HeldTransaction
 from affect_memory.kernel.errors import CorruptStateError, InvalidInputError, shown
 from affect_memory.kernel.models import AffectState
+from affect_memory.kernel.parameters import describe_first_error
 from affect_memory.kernel.protocols import Message, OutboxItem
 
 __all__ = [
@@ -60,15 +61,18 @@ def decode_state(conversation_id: str, text: object) -> AffectState:
         raise CorruptStateError(f"{where} is not valid JSON: {error}") from error
     if not isinstance(envelope, dict) or set(envelope) != {"version", "state"}:
         raise CorruptStateError(f'{where} is not a {{"version": ..., "state": ...}} envelope')
-    if envelope["version"] != STATE_FORMAT_VERSION:
+    version = envelope["version"]
+    if type(version) is not int or version != STATE_FORMAT_VERSION:  # not true, not 1.0
         raise CorruptStateError(
-            f"{where} has format version {envelope['version']!r}; this affect-memory reads "
-            f"version {STATE_FORMAT_VERSION}"
+            f"{where} has format version {shown(version)}; this affect-memory reads "
+            f"version {STATE_FORMAT_VERSION} (an integer)"
         )
     try:
         return AffectState.model_validate(envelope["state"])
     except ValidationError as error:
-        raise CorruptStateError(f"{where} failed validation: {error}") from error
+        raise CorruptStateError(
+            f"{where} failed validation: {_one_line('state', error)}"
+        ) from None
 
 
 def decode_messages(conversation_id: str, rows: Iterable[Sequence[Any]]) -> tuple[Message, ...]:
@@ -82,9 +86,16 @@ def decode_messages(conversation_id: str, rows: Iterable[Sequence[Any]]) -> tupl
             )
         except ValidationError as error:
             raise CorruptStateError(
-                f"message {seq} of conversation {shown(conversation_id)} cannot be read: {error}"
-            ) from error
+                f"message {seq} of conversation {shown(conversation_id)} cannot be read: "
+                f"{_one_line('message', error)}"
+            ) from None
     return tuple(messages)
+
+
+def _one_line(root: str, error: ValidationError) -> str:
+    """A validation error's first problem on one line, naming the field under ``root``."""
+    detail = describe_first_error(error).replace("\n", " ")
+    return f"{root}{detail}" if detail.startswith(("[", ".")) else f"{root}: {detail}"
 
 
 def _nested_deeper_than(value: object, limit: int) -> bool:

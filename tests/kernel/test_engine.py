@@ -991,3 +991,13 @@ def test_an_engine_limit_override_is_refused_in_one_line_naming_the_field(
     with pytest.raises(InvalidInputError) as caught:
         engine_for(store, ScriptedModel(), retrieval_limit=-1)
     assert str(caught.value) == "EngineLimits.retrieval_limit must be >= 0, got -1"
+
+
+def test_an_engine_refuses_a_retriever_bound_to_another_user(store: SQLiteStateStore) -> None:
+    retriever = StaticRetriever([])
+    retriever.user_id = "alice"  # type: ignore[attr-defined]
+    with pytest.raises(InvalidInputError, match="retriever is bound to user_id 'alice'") as caught:
+        engine_for(store, ScriptedModel(), retriever=retriever, user_id="bob")
+    assert "\n" not in str(caught.value)
+    engine_for(store, ScriptedModel(), retriever=retriever, user_id="alice")
+    engine_for(store, ScriptedModel(), retriever=StaticRetriever([]), user_id="bob")

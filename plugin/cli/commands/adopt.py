@@ -59,17 +59,23 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Survey (or import), then print a summary."""
     from affect_memory.errors import StoreError
+    from affect_memory.kernel.errors import shown
     from affect_memory.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
     from affect_memory.memory.location import parse_location
+    from affect_memory.memory.timestamps import normalize_timestamp
+    from affect_memory.redaction import redact_url
 
     if args.chroma is not None:
         if parse_location(args.chroma).kind != "http":
             raise StoreError(
-                f"--chroma takes a server URL such as http://127.0.0.1:8000, got {args.chroma!r}"
+                "--chroma takes a server URL such as http://127.0.0.1:8000, got "
+                f"{redact_url(args.chroma)!r}"
             )
         location = str(args.chroma)
     else:
         location = str((args.data_dir or default_data_dir()) / "chroma")
+    if args.default_timestamp is not None:  # named as typed, before the store is opened
+        normalize_timestamp(args.default_timestamp, field="--default-timestamp")
     fields = FieldMapping(
         timestamp=args.timestamp_field,
         user=args.user_field,
@@ -92,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     dimension = "" if survey.dimension is None else f", {survey.dimension}-dimensional vectors"
     who = f"field {args.user_field!r}" if args.user_field else "--owner"
-    users = ", ".join(f"{user} {count:,}" for user, count in sorted(survey.users.items()))
+    users = ", ".join(
+        f"{user if user.isprintable() else shown(user)} {count:,}"
+        for user, count in sorted(survey.users.items())
+    )
     defaults = ", ".join(
         f"{key} {ADOPTION_DEFAULTS[key]!r} on {count:,}" for key, count in survey.defaulted.items()
     )

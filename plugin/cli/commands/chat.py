@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from typing import Any, TextIO
 
@@ -21,11 +22,14 @@ from affect_memory.cli.formatting import error_line
 from affect_memory.cli.store_options import (
     add_state_argument,
     add_store_arguments,
+    check_store_arguments,
     open_memory,
     open_state,
 )
 from affect_memory.errors import ChatConfigError
+from affect_memory.kernel.bounds import check_conversation_id
 from affect_memory.kernel.errors import AffectMemoryError, InvalidInputError, shown
+from affect_memory.redaction import redact_url
 
 __all__ = ["MODEL_ENV", "MODEL_URL_ENV", "register", "run"]
 
@@ -35,6 +39,8 @@ MODEL_URL_ENV = "AFFECT_MEMORY_MODEL_URL"
 MODEL_ENV = "AFFECT_MEMORY_MODEL"
 """Environment variable read when ``--model`` is not given."""
 
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_CONVENTIONAL = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 """Read for an API key when ``--api-key-env`` is not given; unset means no key."""
 
@@ -101,14 +107,24 @@ def _settings(args: argparse.Namespace) -> tuple[str, str, str | None, str]:
     model = args.model or os.environ.get(MODEL_ENV)
     if not model:
         raise ChatConfigError(
-            f"no model name for {url}: pass --model NAME (e.g. llama3.1) or set {MODEL_ENV}"
+            f"no model name for {redact_url(url)}: pass --model NAME (e.g. llama3.1) or set "
+            f"{MODEL_ENV}"
         )
     if args.api_key_env is None:
         return url, model, os.environ.get(DEFAULT_KEY_ENV) or None, f"${DEFAULT_KEY_ENV}"
-    key = os.environ.get(args.api_key_env)
+    name = args.api_key_env
+    if not _VARIABLE.fullmatch(name):  # perhaps the key itself, typed in the wrong place
+        raise ChatConfigError(
+            "--api-key-env takes the NAME of an environment variable holding the key (letters, "
+            "digits and _), and what was given is not a valid variable name (not shown, as it "
+            "may be the key itself)"
+        )
+    key = os.environ.get(name)
     if not key:
-        raise ChatConfigError(f"--api-key-env names {args.api_key_env}, which is not set")
-    return url, model, key, f"${args.api_key_env}"
+        named = name if _CONVENTIONAL.fullmatch(name) else "the variable it names (not shown)"
+        raise ChatConfigError(f"--api-key-env names {named}, which is not set")
+    shown_name = f"${name}" if _CONVENTIONAL.fullmatch(name) else "the --api-key-env variable"
+    return url, model, key, shown_name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(args.user_id, str) or not args.user_id.strip():
         raise ChatConfigError(f"--user-id must be a non-empty string, got {shown(args.user_id)}")
     conversation = args.conversation_id or f"{args.user_id}-chat"
+    try:
+        check_conversation_id(conversation)
+    except InvalidInputError as error:
+        detail = str(error).removeprefix("conversation_id")
+        raise ChatConfigError(f"--conversation-id{detail}") from None
+    check_store_arguments(args)  # before anything (the data directory, the state) is created
     from affect_memory.gate.classifier import EmbeddingIntentGate
     from affect_memory.models.embeddings import default_embedder
     from affect_memory.models.openai_adapter import OpenAICompatibleModel
@@ -131,6 +153,10 @@ def run(args: argparse.Namespace) -> int:
     except InvalidInputError as error:
         if str(error).startswith("api_key "):
             raise ChatConfigError(f"the API key in {key_source}: {error}") from None
+        url_source = "--model-url" if args.model_url else f"${MODEL_URL_ENV}"
+        for field, flag in (("timeout ", "--model-timeout "), ("base_url ", f"{url_source} ")):
+            if str(error).startswith(field):
+                raise ChatConfigError(f"{flag}{str(error).removeprefix(field)}") from None
         raise
     store = open_state(args)
     try:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from affect_memory.cli import main
+from affect_memory.models.embeddings import Embedder
 from affect_memory.state.location import STATE_ENV
 from tests.plugin.state.postgres_fixture import (
     require_psycopg,
@@ -108,3 +110,36 @@ def test_bad_options_exit_2_with_one_line(
     assert main(["bench", "fleet", "--quick", *state, *argv]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert expected in line
+
+
+def test_a_non_empty_index_is_refused_before_anything_is_written(
+    tmp_path: Path,
+    embedder: Embedder,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from affect_memory.memory.index.opening import INDEX_ENV, INDEX_FILE
+    from affect_memory.memory.store import ChromaMemory
+
+    require_psycopg()
+    url = server_url()
+    note = {"id": "m1", "text": "I keep bees.", "user_id": "ann",
+            "timestamp": "2026-05-01T10:00:00+00:00"}  # fmt: skip
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add([note], progress=False)
+    sqlite_index = str(tmp_path / "chroma" / INDEX_FILE)
+    with temporary_schema(url) as schema, temporary_schema(url) as state:
+        pg_index = f"{url}?schema={schema}"
+        with ChromaMemory(tmp_path / "chroma2", embedder=embedder, index=pg_index) as memory:
+            memory.add([note], progress=False)
+        for index, source in ((sqlite_index, "--index"), (pg_index, f"${INDEX_ENV}")):
+            argv = ["bench", "fleet", "--quick", "--state", f"{url}?schema={state}"]
+            if source == "--index":
+                argv += ["--index", index]
+            else:
+                monkeypatch.setenv(INDEX_ENV, index)
+            assert main(argv) == 2
+            [line] = capsys.readouterr().err.splitlines()
+            assert f"{source}: the memory index" in line and "already indexes 1 user;" in line
+            assert not _schema_exists(url, state)
+        assert run_sql(url, f'SELECT count(*) FROM "{schema}".index_users') == [(1,)]

@@ -3,6 +3,7 @@ its users, refused in another space with the fix, and never changed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -196,7 +197,7 @@ def test_a_raw_collection_of_one_owner_keeps_its_own_affect_fields_and_names_bad
         assert by_id["r3"].timestamp == "2026-01-01T00:00:00.000000+00:00"
         assert adopted.recall("the sea", "bob", now=NOW).results == ()  # one owner
         survey = adopted.survey()
-        assert survey.users == {"ann": 4} and survey.left_out_count == 1
+        assert survey.users == {"ann": 3} and survey.left_out_count == 2  # r5: import refuses
         assert survey.left_out["r4"].startswith("when is not an ISO-8601 timestamp, got 'soon'")
 
 
@@ -277,3 +278,59 @@ def test_adopt_from_the_shell_surveys_imports_and_refuses_in_one_line(
         assert memory.stats().users == {"ann": 3, "bob": 2}
     neither = adopt("notes")
     assert neither.returncode == 2 and "one of the arguments --user-field --owner" in neither.stderr
+
+
+def test_adopting_one_of_our_own_user_collections_is_refused_in_one_line(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from affect_memory.cli.main import main
+
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add([{"id": "m1", "text": "I live in Oslo.", "user_id": "alice",
+                     "timestamp": "2026-05-01T10:00:00+00:00"}], progress=False)  # fmt: skip
+        name = memory.collection_for("alice")
+    with pytest.raises(InvalidInputError, match="affect-memory's own collection of user 'alice'"):
+        AdoptedCollection(str(tmp_path / "chroma"), name, owner="bob", embedder=embedder)
+    code = main(["adopt", name, "--owner", "bob", "--import", "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "not adopted" in err, err
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder, create=False) as memory:
+        assert memory.count("bob") == 0 and memory.count("alice") == 1
+
+
+def test_the_survey_counts_only_rows_import_writes_and_prints_no_raw_control_byte(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from affect_memory.cli.main import main
+
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    raw = client.create_collection(
+        "raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+    )
+    texts = ["I keep bees.", "Bees again.", "Nul user.", "Escape user."]
+    raw.add(
+        ids=["r1", "r2", "r3", "r4"],
+        embeddings=embedder.embed_documents(texts),
+        documents=texts,
+        metadatas=[
+            {"user": "ann", "when": 1780000000},
+            {"user": "ann", "when": 1780000000, "significance": 5.0},  # import refuses it
+            {"user": "n\x00l", "when": 1780000000},  # a NUL: no user id
+            {"user": "e\x1bsc", "when": 1780000000},  # a valid id with a control character
+        ],
+    )
+    client.close()
+    fields = ["--user-field", "user", "--timestamp-field", "when", "--data-dir", str(tmp_path)]
+    assert main(["adopt", "raw", *fields, "--json"]) == 0
+    survey = json.loads(capsys.readouterr().out)
+    assert survey["users"] == {"ann": 1, "e\x1bsc": 1} and survey["left_out"] == 2
+    assert main(["adopt", "raw", *fields]) == 0
+    text = capsys.readouterr().out
+    assert "\x00" not in text and "\x1b" not in text and "'e\\x1bsc' 1" in text, text
+    assert main(["adopt", "raw", *fields, "--import"]) == 0
+    assert "imported 2 memories" in capsys.readouterr().out
+    assert main(["adopt", "raw", *fields, "--default-timestamp", "x"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert "--default-timestamp is not an ISO-8601 timestamp, got 'x'" in line

@@ -335,3 +335,27 @@ def test_the_default_policy_stores_statements_not_questions(text: str, stored: s
 def test_store_questions_must_be_a_bool() -> None:
     with pytest.raises(InvalidInputError, match="store_questions must be a bool"):
         DefaultMemoryWritePolicy(store_questions="yes")  # type: ignore[arg-type]
+
+
+def test_an_engine_refuses_a_retriever_or_effects_bound_to_another_user(
+    memory: ChromaMemory, tmp_path: Path
+) -> None:
+    store = SQLiteStateStore(tmp_path / "state.db")
+    try:
+        for retriever_user, effects in (
+            ("alice", MemoryTurnEffects(memory)),
+            ("bob", MemoryTurnEffects(memory, user_id="alice")),
+        ):
+            with pytest.raises(InvalidInputError, match="bound to user_id") as caught:
+                AffectEngine(
+                    model=_model(ASK),
+                    store=store,
+                    conversation_id="bob-chat",
+                    retriever=memory.retriever_for(retriever_user),
+                    effects=[effects],
+                    user_id="bob",
+                )
+            assert "\n" not in str(caught.value)
+        assert MemoryTurnEffects(memory, user_id="bob").user_id == "bob"
+    finally:
+        store.close()

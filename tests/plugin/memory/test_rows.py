@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from affect_memory.errors import IsolationError, StoreError
-from affect_memory.memory.rows import rows_from_query
+from affect_memory.memory.rows import records_of, rows_from_query
 
 
 def _columns(distances: list[float], owners: list[str]) -> tuple[list, list, list, list]:
@@ -77,3 +77,10 @@ def test_the_mapper_skips_rows_other_tools_wrote_naming_each(
 def test_the_mapper_returns_plain_python_values() -> None:
     (candidate,) = _candidates(*_columns(list(np.array([0.25], dtype=np.float32)), ["u"]), "u")
     assert type(candidate.distance) is float and candidate.distance == 0.25
+
+
+def test_records_of_refuses_a_row_of_another_user_like_the_query_mapper() -> None:
+    ids, docs, metas, _ = _columns([0.1, 0.2], ["ann", "bob"])
+    got = {"ids": ids, "documents": docs, "metadatas": metas}
+    with pytest.raises(IsolationError, match="'m1' of another user for a read scoped to 'ann'"):
+        records_of(got, "ann")

@@ -122,6 +122,26 @@ async def test_an_unreadable_state_row_names_the_conversation(
     assert "'broken one'" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [
+        ('{"version": true, "state": {}}', "format version True"),
+        ('{"version": 1.0, "state": {}}', "format version 1.0"),
+        ('{"version": 1, "state": {"mood": {"valence": 5}}}', "state.mood.valence "),
+        ('{"version": 1, "state": {"surprise": 1}}', "state.surprise "),
+    ],
+)
+async def test_a_state_of_a_non_integer_version_or_a_bad_field_is_refused_in_one_line_naming_it(
+    store: SQLiteStateStore, db: Path, stored: str, problem: str
+) -> None:
+    await _commit_one(store, "c9")
+    _sql(db, "UPDATE conversations SET state = ? WHERE conversation_id = 'c9'", stored)
+    async with store.transaction("c9") as transaction:
+        with pytest.raises(CorruptStateError, match=problem) as caught:
+            await transaction.load_state()
+    assert "\n" not in str(caught.value)
+
+
 async def test_a_turn_on_an_unreadable_state_fails_and_writes_nothing(
     store: SQLiteStateStore, db: Path
 ) -> None:

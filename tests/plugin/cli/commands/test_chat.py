@@ -244,3 +244,25 @@ async def test_a_conversation_streams_replies_and_commits_each_turn(
         assert await reopened.pending_outbox(MEMORY_TOPIC) == ()
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--model-timeout", "0"], "--model-timeout must be a finite number of seconds > 0, got 0"),
+        (["--model-url", "ftp://host/v1"], "--model-url must be an http:// or https:// URL"),
+        (["--timeout", "0"], "--timeout must be a number of seconds in (0, 3600], got 0"),
+        (["--collection", "bad/name"], "--collection must be characters from"),
+        (["--conversation-id", "x" * 300], "--conversation-id must be a non-empty string"),
+        (["--index", "ftp://x"], "--index: index must be postgresql://"),
+    ],
+)
+def test_bad_arguments_name_their_flag_and_create_no_data_directory(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    url = [] if "--model-url" in argv else ["--model-url", "http://127.0.0.1:9/v1"]
+    assert main(["chat", *url, "--model", "m", "--data-dir", str(data_dir), *argv]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("affect-memory chat: ") and expected in line, line
+    assert not data_dir.exists(), "nothing is created before the arguments are checked"

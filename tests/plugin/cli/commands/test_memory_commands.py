@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -497,3 +498,29 @@ def test_stats_lists_each_user_collection(
     assert stats["collection"] == "memories" and stats["collections"] == 3
     code, out, _ = run(capsys, "stats", "--data-dir", library)
     assert code == 0 and ": 3 user collections" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("encoded", "expected"),
+    [
+        (
+            lambda lines: "\n".join(lines).encode().replace(b"note 2", b"caf\xe9 2"),
+            "line 3: not UTF-8 text (byte 0xe9 at byte",
+        ),
+        (lambda lines: "\n".join(lines).encode("utf-16"), "line 1: UTF-16 text"),
+        (lambda lines: "\n".join(lines).encode("utf-16-le"), "line 1: UTF-16 text"),
+    ],
+)
+def test_a_file_not_in_utf8_is_refused_naming_its_line(
+    encoded: Any, expected: str, data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        json.dumps({"id": f"m{i}", "text": f"note {i}", "user_id": "ann", "timestamp": 0})
+        for i in range(4)
+    ]
+    path = tmp_path / "memories.jsonl"
+    path.write_bytes(encoded(lines))
+    code, out, err = run(capsys, "ingest", str(path), "--no-progress", "--data-dir", data)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert f"{path} {expected}" in err, err
+    assert not Path(data).exists()

@@ -154,3 +154,24 @@ def test_a_row_of_another_user_is_still_refused(tmp_path: Path, embedder: Embedd
         assert memory.index.audit("ann").ranked["intruder"][:5] == (None,) * 5
         with pytest.raises(IsolationError, match="'intruder' of another user"):
             memory.recall("bees", "ann", now=NOW, top_k=6)
+
+
+def test_get_refuses_a_row_of_another_user_as_recall_does(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(notes(5))
+        good = raw_collection(memory, "ann").get(ids=["m0"], include=["metadatas"])
+        raw_collection(memory, "ann").add(
+            ids=["intruder"],
+            documents=["bob's note about bees"],
+            metadatas=[{**good["metadatas"][0], "user_id": "bob"}],
+            embeddings=np.asarray(embedder.embed_documents(["bees"]), dtype=np.float32),
+        )
+        for read in (
+            lambda: memory.get(["m0", "intruder"], user_id="ann"),
+            lambda: memory.recall("bees", "ann", now=NOW, top_k=6),
+        ):
+            with pytest.raises(IsolationError, match="'intruder' of another user"):
+                read()
+        assert [record.id for record in memory.get(["m0"], user_id="ann")] == ["m0"]
