@@ -30,7 +30,7 @@ def test_the_defaults_are_the_measured_design() -> None:
     assert settings.lexical_weight == 0.6
     assert (settings.bm25_k1, settings.bm25_b) == (1.2, 0.75)
     assert (settings.state_lexical_weight, settings.topic_weight, settings.change_gain) == (
-        0.15,
+        0.2,
         0.3,
         0.2,
     )

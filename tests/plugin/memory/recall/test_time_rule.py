@@ -90,16 +90,16 @@ def test_a_state_query_weighs_the_words_matched_against_the_cosine() -> None:
     shares = np.array([0.0, 1.0, 0.5])
     changes = np.zeros(3, dtype=bool)
     weighed = state_similarity(cosines, changes, SETTINGS, shares=shares)
-    assert SETTINGS.state_lexical_weight == pytest.approx(0.15)
-    assert weighed.tolist() == pytest.approx([0.425, 0.32, 0.84])
+    assert SETTINGS.state_lexical_weight == pytest.approx(0.2)
+    assert weighed.tolist() == pytest.approx([0.4, 0.36, 0.82])
     assert state_similarity(cosines, changes, SETTINGS).tolist() == pytest.approx(
-        (0.85 * cosines).tolist()
+        (0.8 * cosines).tolist()
     )
     rule = classify_query("What page am I on?", NOW)
     reasons = rule_reasons(rule, np.zeros(3), cosines, SETTINGS, shares=shares)
     assert reasons[1].startswith(
-        "current-state query (about the user, no past cue): similarity = 0.85 x cosine 0.20 + "
-        "0.15 x words matched 1.00; 0 days older"
+        "current-state query (about the user, no past cue): similarity = 0.8 x cosine 0.20 + "
+        "0.2 x words matched 1.00; 0 days older"
     )
 
 
