@@ -108,18 +108,8 @@ class BearerGuard:
             return
         _log.info("refused an HTTP request without the bearer token")
         body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode("ascii")),
-                    (b"www-authenticate", b'Bearer realm="affect-memory"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        challenge = (b"www-authenticate", b'Bearer realm="affect-memory"')
+        await _send_json(send, 401, body, challenge)
 
     def _authorised(self, scope: Scope) -> bool:
         given = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
@@ -184,14 +174,19 @@ class ScreenedBodies:
 
 async def _reject(send: Send, rejection: Rejection) -> None:
     """Answer 400 with ``rejection`` as the JSON-RPC error body."""
-    body = rejection.to_line().encode("utf-8")
+    await _send_json(send, 400, rejection.to_line().encode("utf-8"))
+
+
+async def _send_json(send: Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
+    """Send one whole JSON response of ``status`` with ``body`` and any extra ``headers``."""
     await send(
         {
             "type": "http.response.start",
-            "status": 400,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode("ascii")),
+                *headers,
             ],
         }
     )
