@@ -230,13 +230,10 @@ class AffectMemoryRetriever(BaseRetriever):
 
     def _documents(self, result: RecallResult) -> list[Document]:
         """One document per hit, in rank order, its metadata the hit's breakdown."""
-        documents = []
-        for hit in result.results:
-            metadata = hit.to_json()
-            text = metadata.pop("text")
-            metadata["user_id"] = result.user_id
-            documents.append(Document(page_content=text, metadata=metadata, id=hit.id))
-        return documents
+        return [
+            Document(page_content=text, metadata=metadata, id=hit.id)
+            for hit, text, metadata in result.hit_documents()
+        ]
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any

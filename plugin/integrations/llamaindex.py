@@ -138,10 +138,7 @@ class AffectMemoryLlamaRetriever(BaseRetriever):
 
     def _nodes(self, result: RecallResult) -> list[NodeWithScore]:
         nodes = []
-        for hit in result.results:
-            metadata = hit.to_json()
-            text = metadata.pop("text")
-            metadata["user_id"] = result.user_id
+        for hit, text, metadata in result.hit_documents():
             node = TextNode(
                 id_=hit.id,
                 text=text,

@@ -337,6 +337,17 @@ class RecallResult:
             "skipped": list(self.skipped),
         }
 
+    def hit_documents(self) -> list[tuple[RecallHit, str, dict[str, Any]]]:
+        """Each hit in rank order with its text and its metadata (the hit's JSON without the
+        text, plus the result's ``user_id``), as retriever integrations hand hits on."""
+        documents = []
+        for hit in self.results:
+            metadata = hit.to_json()
+            text = metadata.pop("text")
+            metadata["user_id"] = self.user_id
+            documents.append((hit, text, metadata))
+        return documents
+
 
 @dataclass(frozen=True, slots=True)
 class WriteReport:
