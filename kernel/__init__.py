@@ -55,7 +55,14 @@ from affect_memory.kernel.batch import (
     rank_columns,
     score_batch,
 )
-from affect_memory.kernel.engine import AffectEngine, EngineLimits, normalize_intent
+from affect_memory.kernel.engine import AffectEngine
+from affect_memory.kernel.engine_settings import (
+    EngineLimits,
+    EnginePolicies,
+    EnginePresentation,
+    EngineRetrieval,
+    normalize_intent,
+)
 from affect_memory.kernel.errors import (
     AffectMemoryError,
     CorruptStateError,
@@ -160,6 +167,9 @@ __all__ = [
     "EmotionSignal",
     "EngineError",
     "EngineLimits",
+    "EnginePolicies",
+    "EnginePresentation",
+    "EngineRetrieval",
     "EvidenceLimits",
     "ExpectationCues",
     "FixtureError",

@@ -12,7 +12,7 @@ Long batches are validated and scored in cache-sized blocks, so each input is re
 about once and each output written once: at a million candidates memory traffic, not
 arithmetic, is the bound.
 
-The module is about 620 lines because validation, block scoring and top-k selection share
+The module is about 640 lines because validation, block scoring and top-k selection share
 the column checks and together must keep the scalar path's operation order; in one file that
 order can be checked against ``affect_memory.kernel.retrieval`` side by side.
 """
@@ -215,18 +215,16 @@ def score_batch(
                 f"{name} has {column.shape[0]} values but distances has {n}; "
                 "every column must have one value per candidate"
             )
-    return _score_columns(
-        distance,
-        moments,
-        now_epoch,
-        columns["significance"],
-        columns["recall_counts"],
-        columns["episodes"],
-        columns["memory_valences"],
-        mood,
-        congruence_on,
-        weights,
+    block = _Block(
+        distances=distance,
+        moments=moments,
+        now_epoch=now_epoch,
+        significance=columns["significance"],
+        recall_counts=columns["recall_counts"],
+        episodes=columns["episodes"],
+        valences=columns["memory_valences"],
     )
+    return _score_columns(block, mood, congruence_on, weights)
 
 
 # ---------------------------------------------------------------- vectorised compute
@@ -290,54 +288,77 @@ def _congruence_factor(
     return weights.congruence_negative if mood_valence < 0 else weights.congruence_positive
 
 
+@dataclass(frozen=True, slots=True)
+class _Block:
+    """The aligned input columns of the candidates a run scores, or of one block of them."""
+
+    distances: FloatArray
+    moments: FloatArray | None
+    """Epoch seconds when ``now_epoch`` is given, else ages in days; None: every timestamp
+    missing."""
+    now_epoch: float | None
+    significance: FloatArray
+    recall_counts: Counts
+    episodes: npt.NDArray[np.bool_]
+    valences: FloatArray
+    offset: int = 0
+    """Index of the first row within the whole run, so errors name the caller's index."""
+
+    def rows(self, start: int, stop: int) -> _Block:
+        """Rows ``start`` to ``stop`` of every column, as views; the block itself when whole."""
+        if start == 0 and stop == self.distances.shape[0]:
+            return self
+        return _Block(
+            distances=self.distances[start:stop],
+            moments=None if self.moments is None else self.moments[start:stop],
+            now_epoch=self.now_epoch,
+            significance=self.significance[start:stop],
+            recall_counts=self.recall_counts[start:stop],
+            episodes=self.episodes[start:stop],
+            valences=self.valences[start:stop],
+            offset=self.offset + start,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Scoring:
+    """What every block of a run is scored with, and whether its columns are trusted."""
+
+    mood_valence: float
+    factor: float | None
+    """The factor a same-sign memory gets, or None when congruence is off for this mood."""
+    weights: RetrievalWeights
+    checked: bool
+    """The columns were checked where they came from: blocks skip validation."""
+
+
+_OUTPUT_ROWS: Final = 6
+"""Rows of a run's output array: score, similarity, recency, salience, congruence, bonus."""
+
+
 def _score_columns(
-    distances: FloatArray,
-    moments: FloatArray | None,
-    now_epoch: float | None,
-    significance: FloatArray,
-    recall_counts: Counts,
-    episodes: npt.NDArray[np.bool_],
-    valences: FloatArray,
+    columns: _Block,
     mood_valence: float,
     congruence_on: bool,
     weights: RetrievalWeights,
     *,
     checked: bool = False,
 ) -> BatchScores:
-    """Validate (unless ``checked``) and score block by block; ``moments`` are epoch seconds
-    when ``now_epoch`` is given, else ages in days (None: every timestamp missing)."""
-    n = distances.shape[0]
+    """Validate (unless ``checked``) and score ``columns`` block by block."""
+    n = columns.distances.shape[0]
     # One allocation for all six outputs: a single mapping faults in far fewer pages than six
     # (at a million candidates, first-touching fresh memory costs about as much as scoring).
-    outputs = np.empty((6, n))
+    outputs = np.empty((_OUTPUT_ROWS, n))
     score, similarity, recency, salience, congruence, bonus = outputs
     factor = _congruence_factor(mood_valence, congruence_on, weights)
     if factor is None:
         congruence.fill(1.0)
-    if moments is None:
+    if columns.moments is None:
         recency.fill(weights.recency_fallback)
+    scoring = _Scoring(mood_valence, factor, weights, checked)
     for start in range(0, n, _BLOCK):
         stop = min(n, start + _BLOCK)
-        _score_block(
-            start,
-            distances[start:stop],
-            None if moments is None else moments[start:stop],
-            now_epoch,
-            significance[start:stop],
-            recall_counts[start:stop],
-            episodes[start:stop],
-            valences[start:stop],
-            mood_valence,
-            factor,
-            weights,
-            score[start:stop],
-            similarity[start:stop],
-            recency[start:stop],
-            salience[start:stop],
-            congruence[start:stop],
-            bonus[start:stop],
-            checked,
-        )
+        _score_block(columns.rows(start, stop), scoring, outputs[:, start:stop])
     for array in (score, similarity, recency, salience, congruence, bonus):
         array.flags.writeable = False
     return BatchScores(
@@ -350,33 +371,17 @@ def _score_columns(
     )
 
 
-def _score_block(
-    offset: int,
-    distances: FloatArray,
-    moments: FloatArray | None,
-    now_epoch: float | None,
-    significance: FloatArray,
-    recall_counts: Counts,
-    episodes: npt.NDArray[np.bool_],
-    valences: FloatArray,
-    mood_valence: float,
-    factor: float | None,
-    weights: RetrievalWeights,
-    score: FloatArray,
-    similarity: FloatArray,
-    recency: FloatArray,
-    salience: FloatArray,
-    congruence: FloatArray,
-    bonus: FloatArray,
-    checked: bool,
-) -> None:
-    """Check one block of every column (unless ``checked``), then write its scores into the
-    output slices."""
-    if not checked:
+def _score_block(block: _Block, scoring: _Scoring, out: FloatArray) -> None:
+    """Check one block of every column (unless ``scoring.checked``), then write its scores into
+    ``out``: the block's columns of the run's output rows, in ``_OUTPUT_ROWS`` order."""
+    score, similarity, recency, salience, congruence, bonus = out
+    weights, offset, moments = scoring.weights, block.offset, block.moments
+    distances = block.distances
+    if not scoring.checked:
         distances = _checked_distances(distances, offset)
-        _require_finite("significance", significance, offset)
-        _require_finite("memory_valences", valences, offset)
-        _check_counts(recall_counts, offset)
+        _require_finite("significance", block.significance, offset)
+        _require_finite("memory_valences", block.valences, offset)
+        _check_counts(block.recall_counts, offset)
 
     # similarity = 1 - distance / 2
     np.divide(distances, 2.0, out=similarity)
@@ -386,8 +391,9 @@ def _score_block(
     # already >= 1 and the outer min gives 1 either way, so max(0, age) can be dropped exactly.
     # (np.clip would be one pass instead of two, but costs more per call than it saves.)
     if moments is not None:
+        now_epoch = block.now_epoch
         name = "ages_days" if now_epoch is None else "timestamps"
-        if checked:
+        if scoring.checked:
             missing = not math.isfinite(np.add.reduce(moments))
         else:
             missing = _has_missing(name, moments, offset)
@@ -405,21 +411,24 @@ def _score_block(
             np.putmask(recency, unknown, weights.recency_fallback)
 
     # salience = 1 + weight * clamp(significance, 0, 1) + min(cap, weight * log1p(count))
-    np.maximum(significance, 0.0, out=salience)
+    np.maximum(block.significance, 0.0, out=salience)
     np.minimum(salience, 1.0, out=salience)
     np.multiply(weights.significance_weight, salience, out=salience)
     np.add(1.0, salience, out=salience)
-    np.add(salience, _recall_terms(recall_counts, weights, out=score), out=salience)
+    np.add(salience, _recall_terms(block.recall_counts, weights, out=score), out=salience)
 
-    _select(episodes, weights.episode_bonus, 0.0, out=bonus)
+    _select(block.episodes, weights.episode_bonus, 0.0, out=bonus)
 
     np.multiply(similarity, recency, out=score)
     np.multiply(score, salience, out=score)
     np.add(score, bonus, out=score)
 
-    if factor is not None:
-        congruent = np.greater(valences, 0.0) if mood_valence > 0 else np.less(valences, 0.0)
-        _select(congruent, factor, 1.0, out=congruence)
+    if scoring.factor is not None:
+        valences = block.valences
+        congruent = (
+            np.greater(valences, 0.0) if scoring.mood_valence > 0 else np.less(valences, 0.0)
+        )
+        _select(congruent, scoring.factor, 1.0, out=congruence)
         # x * 1.0 == x exactly, so multiplying every score matches the scalar path.
         np.multiply(score, congruence, out=score)
 
@@ -611,19 +620,16 @@ def rank_columns(
     if not isinstance(columns, CandidateColumns):
         raise InvalidInputError(f"columns must be CandidateColumns, got {type(columns).__name__}")
     aged = columns.ages_days is not None
-    scores = _score_columns(
-        columns.distances,
-        columns.ages_days if aged else columns.epochs,
-        None if aged else now_epoch,
-        columns.significance,
-        columns.recall_counts,
-        columns.episodes,
-        columns.valences,
-        mood,
-        congruence_on,
-        weights,
-        checked=True,
+    block = _Block(
+        distances=columns.distances,
+        moments=columns.ages_days if aged else columns.epochs,
+        now_epoch=None if aged else now_epoch,
+        significance=columns.significance,
+        recall_counts=columns.recall_counts,
+        episodes=columns.episodes,
+        valences=columns.valences,
     )
+    scores = _score_columns(block, mood, congruence_on, weights, checked=True)
     if not len(columns):
         return RankedColumns((), scores)
     # One reduction guards the trust: unchecked garbage (NaN) cannot slip into a ranking.

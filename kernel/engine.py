@@ -7,8 +7,10 @@ before the commit leaves state and transcript exactly as they were. A model that
 text gives an appraisal-only turn: the new state and the user message are committed, and no
 empty assistant message is written (the MCP ``appraise`` tool runs such turns).
 
-The module is about 690 lines because a turn is one ordered pipeline, and each adapter
-boundary's guard belongs beside the step that crosses it.
+What an engine is configured with lives in ``engine_settings`` (limits, retrieval, policies,
+presentation); this module checks the collaborators and runs the turn. It is about 730 lines
+because a turn is one ordered pipeline, and each adapter boundary's guard belongs beside the
+step that crosses it.
 """
 
 from __future__ import annotations
@@ -16,42 +18,39 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any, Literal
+from typing import Any, Never
 
-from pydantic import ValidationError
-
-from affect_memory.kernel.affect import DEFAULT_AFFECT_CONTROLS, AffectControls, apply_length_factor
+from affect_memory.kernel.affect import apply_length_factor
 from affect_memory.kernel.affect import decoding_params as _decoding_params
-from affect_memory.kernel.appraisal import (
-    BUILTIN_INTENTS,
-    CUSTOM_INTENT_PATTERN,
-    AppraisalOutcome,
-    DefaultAppraisalPolicy,
-)
-from affect_memory.kernel.bounds import NonNegativeInt, PositiveInt, check_conversation_id
+from affect_memory.kernel.appraisal import AppraisalOutcome
+from affect_memory.kernel.bounds import check_conversation_id
 from affect_memory.kernel.clock import Clock, utc_now
+from affect_memory.kernel.engine_settings import (
+    DEFAULT_APPRAISAL_POLICY,
+    DEFAULT_ENGINE_LIMITS,
+    DEFAULT_ENGINE_POLICIES,
+    DEFAULT_ENGINE_PRESENTATION,
+    DEFAULT_ENGINE_RETRIEVAL,
+    EngineLimits,
+    EnginePolicies,
+    EnginePresentation,
+    EngineRetrieval,
+    GateErrorMode,
+    normalize_intent,
+    normalized_intent,
+)
 from affect_memory.kernel.errors import (
     InvalidInputError,
     LimitExceededError,
     MalformedOutputError,
-    UnknownIntentError,
     shown,
 )
 from affect_memory.kernel.models import AffectState, CognitionState, EmotionMap, MemoryCandidate
-from affect_memory.kernel.parameters import ParameterModel, first_message
-from affect_memory.kernel.prompt import (
-    DEFAULT_EVIDENCE_LIMITS,
-    DEFAULT_PROMPT_WORDING,
-    EvidenceLimits,
-    PromptWording,
-    build_system_prompt,
-    build_untrusted_context,
-)
+from affect_memory.kernel.prompt import build_system_prompt, build_untrusted_context
 from affect_memory.kernel.protocols import (
-    AppraisalPolicy,
     GateInput,
     GateResult,
     GenerateInput,
@@ -72,27 +71,26 @@ from affect_memory.kernel.retrieval import (
     RetrievalWeights,
     ScoredCandidate,
 )
-from affect_memory.kernel.surfacing import (
-    DEFAULT_PRESENCE_LABELS,
-    PresenceLabels,
-    build_presence_vector,
-)
+from affect_memory.kernel.surfacing import build_presence_vector
 
 __all__ = [
     "DEFAULT_APPRAISAL_POLICY",
     "DEFAULT_ENGINE_LIMITS",
+    "DEFAULT_ENGINE_POLICIES",
+    "DEFAULT_ENGINE_PRESENTATION",
+    "DEFAULT_ENGINE_RETRIEVAL",
     "STAGES",
     "AffectEngine",
     "EngineLimits",
+    "EnginePolicies",
+    "EnginePresentation",
+    "EngineRetrieval",
     "GateErrorMode",
     "StageObserver",
     "normalize_intent",
 ]
 
 logger = logging.getLogger(__name__)
-
-GateErrorMode = Literal["raise", "respond", "silent"]
-"""What a gate failure does: propagate (default), answer as CASUAL, or stay silent."""
 
 StageObserver = Callable[[str, float], None]
 """Called with a stage name and its duration in seconds; see ``STAGES``."""
@@ -113,68 +111,33 @@ STAGES = (
 
 _FALLBACK_INTENT = "CASUAL"
 
-
-class EngineLimits(ParameterModel):
-    """Size and count limits a turn enforces, in characters unless named otherwise."""
-
-    max_message_chars: PositiveInt = 16_000
-    max_history_messages: PositiveInt = 200
-    """History sent to adapters is the newest messages within both history limits."""
-    max_history_chars: PositiveInt = 128_000
-    max_system_prompt_chars: PositiveInt = 128_000
-    max_output_chars: PositiveInt = 32_000
-    max_retrieval_candidates: PositiveInt = 64
-    """More candidates than this from a retriever fail the turn."""
-    retrieval_limit: NonNegativeInt = 6
-    """Ranked memories kept for a turn; 0 skips retrieval."""
-
-
-DEFAULT_ENGINE_LIMITS = EngineLimits()
-
-DEFAULT_APPRAISAL_POLICY = DefaultAppraisalPolicy()
-"""The reference appraisal policy with its default parameters."""
+_MOVED = {
+    "retrieval_limit": "limits=EngineLimits",
+    "max_retrieval_candidates": "limits=EngineLimits",
+    "weights": "retrieval=EngineRetrieval",
+    "skip_history_echoes": "retrieval=EngineRetrieval",
+    "appraisal_policy": "policies=EnginePolicies",
+    "gate_error_mode": "policies=EnginePolicies",
+    "custom_intents": "policies=EnginePolicies",
+    "state_factory": "policies=EnginePolicies",
+    "prompt_wording": "presentation=EnginePresentation",
+    "evidence_limits": "presentation=EnginePresentation",
+    "affect_controls": "presentation=EnginePresentation",
+    "presence_labels": "presentation=EnginePresentation",
+    "base_tokens": "presentation=EnginePresentation",
+}
+"""Keywords ``AffectEngine`` took before its settings became value objects, and their home."""
 
 
-def normalize_intent(raw: object, custom_intents: Iterable[str] = ()) -> str:
-    """Trim and upper-case an intent; accept the seven built-ins and registered custom labels.
-
-    Custom labels are normalized the same way, so ``{"domain_event"}`` registers DOMAIN_EVENT.
-    Anything else raises ``UnknownIntentError`` naming the value.
-    """
-    return _normalized(raw, _check_custom_intents(custom_intents))
-
-
-def _normalized(raw: object, custom: frozenset[str]) -> str:
-    """``normalize_intent`` against custom labels that are already checked and normalized."""
-    if not isinstance(raw, str):
-        raise UnknownIntentError(f"intent must be a string, got {shown(raw)}")
-    intent = raw.strip().upper()
-    if intent in BUILTIN_INTENTS or intent in custom:
-        return intent
-    known = [*BUILTIN_INTENTS, *sorted(custom)]
-    raise UnknownIntentError(f"intent {shown(raw)} is not one of {known}")
-
-
-def _check_custom_intents(labels: Iterable[str]) -> frozenset[str]:
-    """Custom labels trimmed and upper-cased like gate intents, then checked."""
-    if isinstance(labels, str):
-        raise InvalidInputError(
-            f"custom_intents must be a collection of labels, got {shown(labels)}"
+def _refuse_moved(keywords: Sequence[str]) -> None:
+    """Raise the TypeError Python would for a keyword, naming a moved keyword's value object."""
+    for name in keywords:
+        home = _MOVED.get(name)
+        if home is None:
+            raise TypeError(f"AffectEngine() got an unexpected keyword argument {name!r}")
+        raise TypeError(
+            f"AffectEngine() no longer takes {name}=; pass {home}({name}=...) instead"
         )
-    checked: set[str] = set()
-    for label in labels:
-        normalized = label.strip().upper() if isinstance(label, str) else None
-        if normalized is None or CUSTOM_INTENT_PATTERN.fullmatch(normalized) is None:
-            raise InvalidInputError(
-                f"custom intent {shown(label)} must match [A-Z][A-Z0-9_]{{0,63}} "
-                "once trimmed and upper-cased"
-            )
-        if normalized in BUILTIN_INTENTS:
-            raise InvalidInputError(
-                f"custom intent {shown(label)} is already the built-in intent {normalized}"
-            )
-        checked.add(normalized)
-    return frozenset(checked)
 
 
 def _require(value: object, name: str, methods: Sequence[str]) -> None:
@@ -275,40 +238,32 @@ class AffectEngine:
         store: StateStore,
         conversation_id: str,
         retriever: MemoryRetriever | RankedRetriever | None = None,
-        appraisal_policy: AppraisalPolicy = DEFAULT_APPRAISAL_POLICY,
-        state_factory: Callable[[], AffectState] = AffectState,
-        retrieval_limit: int | None = None,
-        max_retrieval_candidates: int | None = None,
-        gate_error_mode: GateErrorMode = "raise",
-        custom_intents: Iterable[str] = (),
-        limits: EngineLimits = DEFAULT_ENGINE_LIMITS,
         effects: Sequence[TurnEffects] = (),
         user_id: str | None = None,
         clock: Clock = utc_now,
-        prompt_wording: PromptWording = DEFAULT_PROMPT_WORDING,
-        evidence_limits: EvidenceLimits = DEFAULT_EVIDENCE_LIMITS,
-        affect_controls: AffectControls = DEFAULT_AFFECT_CONTROLS,
-        presence_labels: PresenceLabels = DEFAULT_PRESENCE_LABELS,
-        base_tokens: int = 1024,
         observer: StageObserver | None = None,
-        skip_history_echoes: bool = True,
-        weights: RetrievalWeights | None = None,
+        limits: EngineLimits = DEFAULT_ENGINE_LIMITS,
+        retrieval: EngineRetrieval = DEFAULT_ENGINE_RETRIEVAL,
+        policies: EnginePolicies = DEFAULT_ENGINE_POLICIES,
+        presentation: EnginePresentation = DEFAULT_ENGINE_PRESENTATION,
+        **moved: Never,
     ) -> None:
-        """Check every collaborator and setting; ``retrieval_limit`` and the candidate cap
-        override the matching fields of ``limits`` when given. With ``skip_history_echoes``,
-        retrieved memories whose text is a message in the history window are left out (before
-        the kernel ranks candidates; from a ranked retriever's order).
-        ``weights`` are the ranking settings, as ``ChromaMemory.recall`` takes them; without
-        them the engine ranks with the retriever's ``ranking_weights`` when it has them (so a
-        turn ranks as that store's recall does), else with the kernel's defaults. A retriever
-        with ``retrieve_ranked`` (``RankedRetriever``) ranks its own memories: the engine asks
-        it instead of ``retrieve`` (which it then need not have), with the ``weights`` given
-        here or none (it then ranks with its own settings), takes its order as it is and drops
-        the history echoes from it; a subclass that changes what ``retrieve`` returns must
-        change ``retrieve_ranked`` too. To wrap a retriever (to log or record its calls),
-        subclass ``DelegatingRetriever``, which offers whatever the wrapped one offers; a
-        wrapper that names what it wraps (``__wrapped__``) but hides its ``retrieve_ranked``
-        or ``ranking_weights`` is refused."""
+        """Check every collaborator and setting; each setting has one place, in ``limits``,
+        ``retrieval``, ``policies`` or ``presentation``. A keyword of the old flat signature
+        (``retrieval_limit=``, ``weights=``, ``base_tokens=``, ...) raises a TypeError naming
+        the value object that now holds it (``moved`` takes no valid keyword).
+        Without ``retrieval.weights`` the engine ranks with the retriever's
+        ``ranking_weights`` when it has them (so a turn ranks as that store's recall does),
+        else with the kernel's defaults. A retriever with ``retrieve_ranked``
+        (``RankedRetriever``) ranks its own memories: the engine asks it instead of
+        ``retrieve`` (which it then need not have), with ``retrieval.weights`` or none (it then
+        ranks with its own settings), takes its order as it is and drops the history echoes
+        from it; a subclass that changes what ``retrieve`` returns must change
+        ``retrieve_ranked`` too. To wrap a retriever (to log or record its calls), subclass
+        ``DelegatingRetriever``, which offers whatever the wrapped one offers; a wrapper that
+        names what it wraps (``__wrapped__``) but hides its ``retrieve_ranked`` or
+        ``ranking_weights`` is refused."""
+        _refuse_moved(list(moved))
         _require(model, "model", ("gate", "generate"))
         _require(store, "store", ("transaction", "pending_outbox", "complete_outbox"))
         _refuse_hiding_wrapper(retriever)
@@ -317,10 +272,6 @@ class AffectEngine:
         )
         if retriever is not None and not ranked:
             _require(retriever, "retriever", ("retrieve",))
-        policy = appraisal_policy
-        _require(policy, "appraisal_policy", ("appraise",))
-        if not callable(state_factory):
-            raise InvalidInputError(f"state_factory must be callable, got {state_factory!r}")
         if not callable(clock):
             raise InvalidInputError(f"clock must be callable, got {clock!r}")
         if observer is not None and not callable(observer):
@@ -328,66 +279,47 @@ class AffectEngine:
         check_conversation_id(conversation_id)
         if user_id is not None and not isinstance(user_id, str):
             raise InvalidInputError(f"user_id must be a string or None, got {user_id!r}")
-        if gate_error_mode not in ("raise", "respond", "silent"):
-            raise InvalidInputError(
-                f"gate_error_mode must be 'raise', 'respond' or 'silent', got {gate_error_mode!r}"
-            )
-        if not isinstance(skip_history_echoes, bool):
-            raise InvalidInputError(
-                f"skip_history_echoes must be a bool, got {skip_history_echoes!r}"
-            )
-        if not isinstance(limits, EngineLimits):
-            raise InvalidInputError(f"limits must be EngineLimits, got {limits!r}")
-        self._given_weights = weights
-        """The weights the engine was given, if any: a ranked retriever ranks with its own
-        settings unless the engine was given weights to impose."""
+        settings: tuple[tuple[str, object, type[object]], ...] = (
+            ("limits", limits, EngineLimits),
+            ("retrieval", retrieval, EngineRetrieval),
+            ("policies", policies, EnginePolicies),
+            ("presentation", presentation, EnginePresentation),
+        )
+        for name, value, kind in settings:
+            if not isinstance(value, kind):
+                raise InvalidInputError(f"{name} must be {kind.__name__}, got {shown(value)}")
+        weights = retrieval.weights
         if weights is None:
             weights = _retriever_weights(retriever)
-        if not isinstance(weights, RetrievalWeights):
-            raise InvalidInputError(f"weights must be RetrievalWeights, got {weights!r}")
-        overrides: dict[str, Any] = {}
-        if retrieval_limit is not None:
-            overrides["retrieval_limit"] = retrieval_limit
-        if max_retrieval_candidates is not None:
-            overrides["max_retrieval_candidates"] = max_retrieval_candidates
-        if overrides:
-            try:
-                limits = EngineLimits.model_validate({**limits.model_dump(), **overrides})
-            except ValidationError as error:
-                # one line, e.g. "EngineLimits.retrieval_limit must be >= 0, got -1"
-                raise InvalidInputError(first_message(error)) from None
         for effect in effects:
             _require(effect, "turn effect", ("plan", "apply"))
             if not isinstance(getattr(effect, "topic", None), str):
                 raise InvalidInputError(f"turn effect {effect!r} needs a string topic")
         _refuse_other_users(user_id, retriever, effects)
-        try:
-            apply_length_factor(base_tokens, None, controls=affect_controls)
-        except InvalidInputError:
-            raise InvalidInputError(
-                f"base_tokens must be a positive integer, got {base_tokens!r}"
-            ) from None
         self._model = model
         self._store = store
         self._conversation_id = conversation_id
         self._retriever = retriever
         self._ranked_retriever = ranked
         """Whether the retriever ranks its own memories: a turn takes its order as it is."""
-        self._policy = policy
-        self._state_factory = state_factory
-        self._gate_error_mode: GateErrorMode = gate_error_mode
-        self._custom_intents = _check_custom_intents(custom_intents)
+        self._policy = policies.appraisal_policy
+        self._state_factory = policies.state_factory
+        self._gate_error_mode: GateErrorMode = policies.gate_error_mode
+        self._custom_intents = frozenset(policies.custom_intents)
         self._limits = limits
         self._effects = tuple(effects)
         self._user_id = user_id
         self._clock = clock
-        self._wording = prompt_wording
-        self._evidence_limits = evidence_limits
-        self._controls = affect_controls
-        self._labels = presence_labels
-        self._base_tokens = base_tokens
+        self._wording = presentation.prompt_wording
+        self._evidence_limits = presentation.evidence_limits
+        self._controls = presentation.affect_controls
+        self._labels = presentation.presence_labels
+        self._base_tokens = presentation.base_tokens
         self._observer = observer
-        self._skip_history_echoes = skip_history_echoes
+        self._skip_history_echoes = retrieval.skip_history_echoes
+        self._given_weights = retrieval.weights
+        """The weights the engine was given, if any: a ranked retriever ranks with its own
+        settings unless the engine was given weights to impose."""
         self._weights = weights
 
     @property
@@ -566,7 +498,7 @@ class AffectEngine:
             result = await self._model.gate(GateInput(message=text, history=history, state=state))
             if not isinstance(result, GateResult):
                 raise MalformedOutputError(f"gate returned {type(result).__name__}, not GateResult")
-            intent = _normalized(result.intent, self._custom_intents)
+            intent = normalized_intent(result.intent, self._custom_intents)
         except Exception as error:
             if self._gate_error_mode == "raise":
                 raise

@@ -29,6 +29,7 @@ from affect_memory.kernel import (
     DEFAULT_RETRIEVAL_WEIGHTS,
     AffectEngine,
     AffectState,
+    EngineRetrieval,
     GateResult,
     InvalidInputError,
     MemoryCandidate,
@@ -37,7 +38,7 @@ from affect_memory.kernel import (
 )
 from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
 from affect_memory.kernel.protocols import MemoryRetriever, RetrievalInput
-from affect_memory.memory.location import open_client, parse_location
+from affect_memory.memory.chroma.location import open_client, parse_location
 from affect_memory.memory.recall.change_cues import change_word
 from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.results import MAX_CANDIDATES, MAX_TOP_K, WriteReport
@@ -282,7 +283,8 @@ class MemoryContract:
 
     def test_an_exact_match_comes_back_at_distance_zero(self, memory: ChromaMemory) -> None:
         memory.add([record("m1", "The blue heron stood in the pond."), record("m2", "Tax forms.")])
-        (best, other) = memory.candidates("The blue heron stood in the pond.", "ann")
+        heron = "The blue heron stood in the pond."
+        (best, other) = memory.candidates(heron, "ann", settings=DENSE_RECALL)
         assert best.id == "m1" and best.distance == pytest.approx(0.0, abs=1e-5)
         assert best.distance >= 0.0 and other.distance > 0.3
 
@@ -349,7 +351,7 @@ class MemoryContract:
                     query, user, mood_valence=mood, now=REFERENCE, top_k=top_k
                 ).results
                 # The pruned fetch ranks as the whole pool would: rank every member.
-                pool = memory.pool_candidates(query, user, mood_valence=mood, now=REFERENCE)
+                pool = memory.candidates(query, user, mood_valence=mood, now=REFERENCE)
                 expected = rank_candidates(
                     pool, REFERENCE, mood, limit=top_k, weights=RECALL_WEIGHTS
                 )
@@ -370,7 +372,10 @@ class MemoryContract:
             hits = memory.recall(
                 query, user, mood_valence=mood, now=REFERENCE, top_k=20, settings=DENSE_RECALL
             ).results
-            expected = rank_candidates(memory.candidates(query, user), REFERENCE, mood, limit=20)
+            pool = memory.candidates(
+                query, user, mood_valence=mood, now=REFERENCE, settings=DENSE_RECALL
+            )
+            expected = rank_candidates(pool, REFERENCE, mood, limit=20)
             assert [h.id for h in hits] == [e.candidate.id for e in expected]
             for hit, item in zip(hits, expected, strict=True):
                 assert hit.score == pytest.approx(item.score, abs=1e-12)
@@ -408,7 +413,7 @@ class MemoryContract:
                 conversation_id="c",
                 retriever=memory.retriever_for(user),
                 clock=lambda: REFERENCE,
-                weights=weights,
+                retrieval=EngineRetrieval(weights=weights),
             )
             turn = asyncio.run(engine.turn(query))
             ranked = [
@@ -742,7 +747,7 @@ class MemoryContract:
     ) -> None:
         # Chunks of 32 instead of WRITE_CHUNK's 512: the same chunk-by-chunk write and undo,
         # with a sixteenth of the embedding (the sizes were 600 records, the 551st refused).
-        monkeypatch.setattr("affect_memory.memory.writes.WRITE_CHUNK", 32)
+        monkeypatch.setattr("affect_memory.memory.chroma.writes.WRITE_CHUNK", 32)
         size, refused = 38, 35
         old = [record(f"m{i}", f"old note {i} about the garden") for i in range(0, size, 2)]
         memory.add(old)
@@ -762,7 +767,9 @@ class MemoryContract:
         assert [r.text for r in kept] == [
             f"old note {i} about the garden" for i in range(0, size, 2)
         ]
-        (hit,) = memory.candidates("old note 0 about the garden", "ann", candidates=1)
+        (hit,) = memory.candidates(
+            "old note 0 about the garden", "ann", candidates=1, settings=DENSE_RECALL
+        )
         assert hit.id == "m0" and hit.distance == pytest.approx(0.0, abs=1e-5)
 
     def test_a_batch_error_lists_every_problem_up_to_twenty(self, memory: ChromaMemory) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 import logging
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -36,7 +38,16 @@ from affect_memory.kernel.adapters import (
     ScriptedReply,
     StaticRetriever,
 )
-from affect_memory.kernel.engine import STAGES, AffectEngine, EngineLimits, normalize_intent
+from affect_memory.kernel.engine import (
+    _MOVED,
+    STAGES,
+    AffectEngine,
+    EngineLimits,
+    EnginePolicies,
+    EnginePresentation,
+    EngineRetrieval,
+    normalize_intent,
+)
 from affect_memory.kernel.protocols import (
     GateInput,
     GateResult,
@@ -46,6 +57,7 @@ from affect_memory.kernel.protocols import (
     TurnRecord,
 )
 from tests.contracts.snapshots import dump_sqlite
+from tests.plugin.state.sqlite_waits import watch_waits
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = DefaultAppraisalPolicy()
@@ -109,14 +121,16 @@ def test_anything_else_is_an_unknown_intent(raw: object) -> None:
 )
 def test_a_custom_label_must_match_the_pattern(store: SQLiteStateStore, label: object) -> None:
     with pytest.raises(InvalidInputError, match="custom intent"):
-        engine_for(store, ScriptedModel(), custom_intents=[label])
+        engine_for(store, ScriptedModel(), policies=EnginePolicies(custom_intents=[label]))
 
 
 async def test_custom_intents_are_normalized_like_gate_intents(store: SQLiteStateStore) -> None:
     assert normalize_intent("domain_event", {"domain_event"}) == "DOMAIN_EVENT"
     assert normalize_intent(" Domain_Event ", [" domain_event "]) == "DOMAIN_EVENT"
     model = ScriptedModel(gates=[GateResult(intent="Domain_Event"), GateResult(intent="LOWER")])
-    engine = engine_for(store, model, custom_intents={"domain_event", " lower "})
+    engine = engine_for(
+        store, model, policies=EnginePolicies(custom_intents={"domain_event", " lower "})
+    )
     assert (await engine.turn("the build broke")).intent == "DOMAIN_EVENT"
     assert (await engine.turn("again")).intent == "LOWER"
 
@@ -208,7 +222,7 @@ async def test_an_async_on_token_is_awaited(store: SQLiteStateStore) -> None:
 async def test_a_state_factory_seeds_a_new_conversation(store: SQLiteStateStore) -> None:
     seed = AffectState(mood=Mood(valence=-0.4, arousal=0.2))
     model = ScriptedModel()
-    await engine_for(store, model, state_factory=lambda: seed).turn("hi")
+    await engine_for(store, model, policies=EnginePolicies(state_factory=lambda: seed)).turn("hi")
     assert model.gate_requests[0].state == seed
     state, _ = await committed(store)
     assert state == POLICY.appraise(seed, "CASUAL", "hi").state
@@ -220,7 +234,8 @@ async def test_the_request_carries_response_controls_for_the_new_mood(
     from affect_memory.kernel import apply_length_factor, decoding_params
 
     model = ScriptedModel(gates=[GateResult(intent="ABUSE")])
-    await engine_for(store, model, base_tokens=600).turn("you are useless")
+    presentation = EnginePresentation(base_tokens=600)
+    await engine_for(store, model, presentation=presentation).turn("you are useless")
     request = model.generate_requests[0]
     mood = POLICY.appraise(AffectState(), "ABUSE", "you are useless").state.mood
     assert request.decoding == decoding_params(mood)
@@ -230,7 +245,8 @@ async def test_the_request_carries_response_controls_for_the_new_mood(
 
 async def test_a_custom_intent_gets_no_impulse(store: SQLiteStateStore) -> None:
     model = ScriptedModel(gates=[GateResult(intent="greeting")])
-    result = await engine_for(store, model, custom_intents=["GREETING"]).turn("hello")
+    policies = EnginePolicies(custom_intents=["GREETING"])
+    result = await engine_for(store, model, policies=policies).turn("hello")
     assert result.intent == "GREETING"
     expected = POLICY.appraise(AffectState(), "GREETING", "hello")
     assert result.mood == expected.state.mood == Mood()
@@ -277,7 +293,8 @@ async def test_respond_mode_answers_a_failed_gate_as_casual_without_retrieval(
 ) -> None:
     retriever = StaticRetriever([candidate("m1")])
     model = ScriptedModel(gates=[ConnectionError("gate down")], replies=[["fine"]])
-    engine = engine_for(store, model, retriever=retriever, gate_error_mode="respond")
+    respond = EnginePolicies(gate_error_mode="respond")
+    engine = engine_for(store, model, retriever=retriever, policies=respond)
     with caplog.at_level(logging.WARNING, logger="affect_memory.kernel.engine"):
         result = await engine.turn("hello")
     assert result.intent == "CASUAL" and result.text == "fine" and not result.silent
@@ -291,7 +308,8 @@ async def test_silent_mode_turns_a_failed_gate_into_a_silent_turn(
     store: SQLiteStateStore,
 ) -> None:
     model = ScriptedModel(gates=[TimeoutError("slow gate")])
-    result = await engine_for(store, model, gate_error_mode="silent").turn("hello")
+    silent = EnginePolicies(gate_error_mode="silent")
+    result = await engine_for(store, model, policies=silent).turn("hello")
     assert result.silent
     state, transcript = await committed(store)
     assert state is None and [m.role for m in transcript] == ["user"]
@@ -318,13 +336,14 @@ async def test_a_malformed_gate_result_fails_the_turn(
 
 async def test_respond_mode_also_covers_a_malformed_gate_result(store: SQLiteStateStore) -> None:
     model = ScriptedModel(gates=[GateResult(intent="SMALLTALK")])
-    result = await engine_for(store, model, gate_error_mode="respond").turn("x")
+    respond = EnginePolicies(gate_error_mode="respond")
+    result = await engine_for(store, model, policies=respond).turn("x")
     assert result.intent == "CASUAL" and not result.silent
 
 
 async def test_a_bad_gate_error_mode_is_refused(store: SQLiteStateStore) -> None:
     with pytest.raises(InvalidInputError, match="gate_error_mode"):
-        engine_for(store, ScriptedModel(), gate_error_mode="ignore")
+        EnginePolicies(gate_error_mode="ignore")  # type: ignore[arg-type]
 
 
 # -- retrieval and ranking ------------------------------------------------------------------
@@ -351,7 +370,8 @@ async def test_memories_echoing_the_history_window_are_not_ranked_unless_asked(
     echo = candidate("echo", text="  I moved to Berlin.  ")
     retriever = StaticRetriever([echo, candidate("fact")])
     model = ScriptedModel(gates=[GateResult(), GateResult(should_retrieve=True)])
-    engine = engine_for(store, model, retriever=retriever, skip_history_echoes=skip)
+    retrieval = EngineRetrieval(skip_history_echoes=skip)
+    engine = engine_for(store, model, retriever=retriever, retrieval=retrieval)
     await engine.turn("I moved to Berlin.")
     second = await engine.turn("Where do I live?")
     ranked = {scored.candidate.id for scored in second.memories}
@@ -360,7 +380,7 @@ async def test_memories_echoing_the_history_window_are_not_ranked_unless_asked(
 
 async def test_skip_history_echoes_must_be_a_bool(store: SQLiteStateStore) -> None:
     with pytest.raises(InvalidInputError, match="skip_history_echoes"):
-        engine_for(store, ScriptedModel(), skip_history_echoes=1)
+        EngineRetrieval(skip_history_echoes=1)  # type: ignore[arg-type]
 
 
 async def test_should_retrieve_without_a_retriever_is_harmless(store: SQLiteStateStore) -> None:
@@ -390,8 +410,7 @@ async def test_ranking_uses_the_mood_before_this_turns_appraisal(
         store,
         model,
         retriever=retriever,
-        state_factory=lambda: sad,
-        appraisal_policy=_SetsMood(0.9),
+        policies=EnginePolicies(appraisal_policy=_SetsMood(0.9), state_factory=lambda: sad),
     )
     result = await engine.turn("remember?")
     assert result.memories == rank_candidates(memories, NOW, mood_valence=-0.6, limit=6)
@@ -407,7 +426,9 @@ async def test_ranking_uses_the_engines_weights(store: SQLiteStateStore) -> None
     for weights in (DEFAULT_RETRIEVAL_WEIGHTS, heavy):
         model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
         retriever = StaticRetriever([near, episode])
-        engine = engine_for(store, model, retriever=retriever, weights=weights)
+        engine = engine_for(
+            store, model, retriever=retriever, retrieval=EngineRetrieval(weights=weights)
+        )
         results.append(await engine.turn("remember?"))
     default, weighted = (result.memories for result in results)
     assert [m.candidate.id for m in default] == ["near", "episode"]
@@ -418,7 +439,7 @@ async def test_ranking_uses_the_engines_weights(store: SQLiteStateStore) -> None
 
 async def test_weights_must_be_retrieval_weights(store: SQLiteStateStore) -> None:
     with pytest.raises(InvalidInputError, match="weights must be RetrievalWeights"):
-        engine_for(store, ScriptedModel(), weights={"episode_bonus": 0.5})
+        EngineRetrieval(weights={"episode_bonus": 0.5})  # type: ignore[arg-type]
 
 
 class _WeightedRetriever(StaticRetriever):
@@ -441,7 +462,8 @@ async def test_an_engine_without_weights_ranks_with_the_retrievers_and_tells_it_
     assert retriever.requests[0].weights == _WeightedRetriever.ranking_weights
     # Explicit weights win over the retriever's, and the retriever is told them.
     explicit = engine_for(store, ScriptedModel(gates=[GateResult(should_retrieve=True)]),
-                          retriever=retriever, weights=DEFAULT_RETRIEVAL_WEIGHTS)  # fmt: skip
+                          retriever=retriever,
+                          retrieval=EngineRetrieval(weights=DEFAULT_RETRIEVAL_WEIGHTS))  # fmt: skip
     assert explicit.weights == DEFAULT_RETRIEVAL_WEIGHTS
     await explicit.turn("remember?")
     assert retriever.requests[1].weights == DEFAULT_RETRIEVAL_WEIGHTS
@@ -472,7 +494,8 @@ async def test_a_reply_without_text_commits_the_state_and_only_the_user_message(
 async def test_ranked_memories_are_cut_to_the_retrieval_limit(store: SQLiteStateStore) -> None:
     memories = [candidate(f"m{i}") for i in range(10)]
     model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
-    engine = engine_for(store, model, retriever=StaticRetriever(memories), retrieval_limit=3)
+    limits = EngineLimits(retrieval_limit=3)
+    engine = engine_for(store, model, retriever=StaticRetriever(memories), limits=limits)
     result = await engine.turn("x")
     assert len(result.memories) == 3
     assert len(model.generate_requests[0].untrusted_context.memory_texts) == 3
@@ -486,7 +509,7 @@ async def test_retrieval_limit_zero_skips_the_retriever(store: SQLiteStateStore)
         store,
         model,
         retriever=retriever,
-        retrieval_limit=0,
+        limits=EngineLimits(retrieval_limit=0),
         observer=lambda stage, _: stages.append(stage),
     )
     result = await engine.turn("x")
@@ -529,7 +552,8 @@ async def test_a_bad_retrieval_result_fails_the_turn(
 async def test_the_candidate_cap_can_be_lowered(store: SQLiteStateStore) -> None:
     model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
     retriever = StaticRetriever([candidate("a"), candidate("b"), candidate("c")])
-    engine = engine_for(store, model, retriever=retriever, max_retrieval_candidates=2)
+    limits = EngineLimits(max_retrieval_candidates=2)
+    engine = engine_for(store, model, retriever=retriever, limits=limits)
     with pytest.raises(LimitExceededError, match="limit is 2"):
         await engine.turn("x")
     assert retriever.requests[0].limit == 2
@@ -546,7 +570,8 @@ async def test_memory_text_and_the_carried_thought_never_enter_the_system_prompt
     seed = AffectState(carried_thought=thought)
     model = ScriptedModel(gates=[GateResult(should_retrieve=True)] * 2)
     retriever = StaticRetriever([candidate("m1", text=memory)])
-    engine = engine_for(store, model, retriever=retriever, state_factory=lambda: seed)
+    policies = EnginePolicies(state_factory=lambda: seed)
+    engine = engine_for(store, model, retriever=retriever, policies=policies)
     await engine.turn("hi")
     await engine.turn("and now?")
     for request in model.generate_requests:
@@ -566,7 +591,10 @@ async def test_untrusted_evidence_is_bounded(store: SQLiteStateStore) -> None:
     model = ScriptedModel(gates=[GateResult(should_retrieve=True)])
     seed = AffectState(carried_thought="t" * 3000)
     engine = engine_for(
-        store, model, retriever=StaticRetriever(memories), state_factory=lambda: seed
+        store,
+        model,
+        retriever=StaticRetriever(memories),
+        policies=EnginePolicies(state_factory=lambda: seed),
     )
     await engine.turn("x")
     evidence = model.generate_requests[0].untrusted_context
@@ -729,7 +757,7 @@ async def test_a_failing_policy_leaves_everything_as_it_was(
     before = dump_sqlite(db)
     model = ScriptedModel()
     with pytest.raises(error):
-        await engine_for(store, model, appraisal_policy=policy).turn("x")
+        await engine_for(store, model, policies=EnginePolicies(appraisal_policy=policy)).turn("x")
     assert not model.generate_requests
     assert dump_sqlite(db) == before
 
@@ -747,7 +775,8 @@ async def test_a_failing_retriever_leaves_everything_as_it_was(
 
 
 async def test_a_state_factory_of_the_wrong_type_is_refused(store: SQLiteStateStore) -> None:
-    engine = engine_for(store, ScriptedModel(), state_factory=lambda: {"mood": {}})
+    policies = EnginePolicies(state_factory=lambda: {"mood": {}})  # type: ignore[arg-type,return-value]
+    engine = engine_for(store, ScriptedModel(), policies=policies)
     with pytest.raises(InvalidInputError, match="state_factory"):
         await engine.turn("x")
     assert await committed(store) == (None, ())
@@ -765,11 +794,11 @@ async def test_a_clock_without_a_zone_is_refused(store: SQLiteStateStore) -> Non
         ("model", object()),
         ("store", object()),
         ("retriever", object()),
-        ("appraisal_policy", object()),
         ("conversation_id", ""),
-        ("base_tokens", 0),
-        ("retrieval_limit", -1),
-        ("max_retrieval_candidates", 0),
+        ("limits", {"retrieval_limit": 3}),
+        ("retrieval", object()),
+        ("policies", object()),
+        ("presentation", object()),
     ],
 )
 def test_bad_engine_arguments_are_refused(
@@ -783,6 +812,34 @@ def test_bad_engine_arguments_are_refused(
     }
     with pytest.raises(InvalidInputError, match=option.split("_")[0]):
         AffectEngine(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: EnginePolicies(appraisal_policy=object()), "EnginePolicies.appraisal_policy "),
+        (lambda: EnginePolicies(state_factory=3), "EnginePolicies.state_factory must be callable"),
+        (lambda: EnginePolicies(custom_intents="GREETING"), "custom_intents must be a collection"),
+        (lambda: EnginePresentation(base_tokens=0), "EnginePresentation.base_tokens must be >= 1"),
+        (lambda: EnginePresentation(base_tokens=True), "EnginePresentation.base_tokens must be"),
+        (lambda: EnginePresentation(prompt_wording="x"), "prompt_wording must be PromptWording"),
+        (lambda: EnginePresentation(presence_labels={}), "presence_labels must be PresenceLabels"),
+        (lambda: EngineRetrieval(weights={}), "EngineRetrieval.weights must be RetrievalWeights"),
+    ],
+)
+def test_bad_engine_settings_are_refused_naming_the_field(build: Any, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message) as caught:
+        build()
+    assert "\n" not in str(caught.value)
+
+
+def test_engine_settings_are_immutable_and_normalized() -> None:
+    policies = EnginePolicies(custom_intents=[" domain_event ", "LOWER"])
+    assert policies.custom_intents == frozenset({"DOMAIN_EVENT", "LOWER"})
+    with pytest.raises(AttributeError):
+        policies.gate_error_mode = "silent"  # type: ignore[misc]
+    assert EnginePresentation(base_tokens=600).base_tokens == 600
+    assert EngineRetrieval() == EngineRetrieval(weights=None, skip_history_echoes=True)
 
 
 # -- effects and the outbox -------------------------------------------------------------
@@ -898,7 +955,7 @@ async def test_an_observer_sees_every_stage_in_order(store: SQLiteStateStore) ->
 
 async def test_presence_reflects_the_committed_state(store: SQLiteStateStore) -> None:
     seed = AffectState(carried_thought="something to bring up")
-    engine = engine_for(store, ScriptedModel(), state_factory=lambda: seed)
+    engine = engine_for(store, ScriptedModel(), policies=EnginePolicies(state_factory=lambda: seed))
     assert await engine.presence() == build_presence_vector(seed)
     await engine.turn("hi")
     state, _ = await committed(store)
@@ -919,9 +976,11 @@ async def test_engines_on_one_conversation_take_turns(store: SQLiteStateStore) -
     second = engine_for(other_store, second_model)
     running = asyncio.create_task(first.turn("first"))
     await started.wait()
+    second_waits = watch_waits(other_store, "c1")
     waiting = asyncio.create_task(second.turn("second"))
-    await asyncio.sleep(0.05)
-    assert not second_model.gate_requests  # still waiting for the conversation
+    async with asyncio.timeout(30):
+        await second_waits  # blocked on the conversation's lock
+    assert not second_model.gate_requests
     pause.set()
     await asyncio.gather(running, waiting)
     assert [m.content for m in second_model.gate_requests[0].history] == ["first", "one"]
@@ -985,12 +1044,44 @@ async def test_presence_from_inside_a_turn_raises_instead_of_hanging(
     assert dump_sqlite(db) == before
 
 
-def test_an_engine_limit_override_is_refused_in_one_line_naming_the_field(
-    store: SQLiteStateStore,
+@pytest.mark.parametrize(
+    ("keyword", "value", "home"),
+    [
+        ("retrieval_limit", 3, "limits=EngineLimits(retrieval_limit=...)"),
+        ("max_retrieval_candidates", 8, "limits=EngineLimits(max_retrieval_candidates=...)"),
+        ("weights", DEFAULT_RETRIEVAL_WEIGHTS, "retrieval=EngineRetrieval(weights=...)"),
+        ("skip_history_echoes", False, "retrieval=EngineRetrieval(skip_history_echoes=...)"),
+        ("appraisal_policy", POLICY, "policies=EnginePolicies(appraisal_policy=...)"),
+        ("gate_error_mode", "respond", "policies=EnginePolicies(gate_error_mode=...)"),
+        ("base_tokens", 600, "presentation=EnginePresentation(base_tokens=...)"),
+    ],
+)
+def test_an_old_engine_keyword_names_the_value_object_that_holds_it(
+    store: SQLiteStateStore, keyword: str, value: object, home: str
 ) -> None:
-    with pytest.raises(InvalidInputError) as caught:
-        engine_for(store, ScriptedModel(), retrieval_limit=-1)
-    assert str(caught.value) == "EngineLimits.retrieval_limit must be >= 0, got -1"
+    with pytest.raises(TypeError) as caught:
+        engine_for(store, ScriptedModel(), **{keyword: value})
+    assert str(caught.value) == (
+        f"AffectEngine() no longer takes {keyword}=; pass {home} instead"
+    )
+
+
+def test_every_moved_keyword_is_a_field_of_the_object_it_names() -> None:
+    fields = {
+        "EngineLimits": set(EngineLimits.model_fields),
+        "EngineRetrieval": {field.name for field in dataclasses.fields(EngineRetrieval)},
+        "EnginePolicies": {field.name for field in dataclasses.fields(EnginePolicies)},
+        "EnginePresentation": {field.name for field in dataclasses.fields(EnginePresentation)},
+    }
+    for keyword, home in _MOVED.items():
+        parameter, kind = home.split("=")
+        assert keyword in fields[kind], (keyword, home)
+        assert parameter in inspect.signature(AffectEngine).parameters
+
+
+def test_an_unknown_engine_keyword_is_refused_as_python_would(store: SQLiteStateStore) -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        engine_for(store, ScriptedModel(), colour="blue")
 
 
 def test_an_engine_refuses_a_retriever_bound_to_another_user(store: SQLiteStateStore) -> None:

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from typing import Literal
+
 import pytest
 
 from affect_memory.kernel import AffectState, Mood
 from affect_memory.kernel.adapters import InMemoryStateStore
-from affect_memory.kernel.protocols import Message
-from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
+from affect_memory.kernel.protocols import Message, StateStore
+from tests.contracts.state_store_contract import StateStoreContract, StoreFactory, WaitWatch
+
+
+class _WatchedLock(asyncio.Lock):
+    """A conversation lock that sets ``waiting`` whenever an acquirer finds it held."""
+
+    def __init__(self, waiting: asyncio.Event) -> None:
+        super().__init__()
+        self._waiting = waiting
+
+    async def acquire(self) -> Literal[True]:
+        if self.locked():
+            self._waiting.set()
+        return await super().acquire()
+
+
+def watch_waits(store: StateStore, conversation: str) -> Awaitable[None]:
+    """Done once a turn of the in-memory ``store`` finds ``conversation`` held and waits."""
+    assert isinstance(store, InMemoryStateStore)
+    waiting = asyncio.Event()
+    store._locks[conversation] = _WatchedLock(waiting)  # before anyone holds it
+    return waiting.wait()
 
 
 class TestInMemoryStateStore(StateStoreContract):
@@ -15,6 +40,10 @@ class TestInMemoryStateStore(StateStoreContract):
     def make_store(self) -> StoreFactory:
         store = InMemoryStateStore()
         return lambda: store
+
+    @pytest.fixture
+    def watch_waits(self) -> WaitWatch:
+        return watch_waits
 
 
 async def test_loaded_states_are_fresh_copies() -> None:

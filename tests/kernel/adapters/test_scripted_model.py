@@ -93,12 +93,20 @@ async def test_an_error_mid_stream_follows_the_chunks_before_it() -> None:
 
 
 async def test_a_paused_reply_waits_and_reports_that_it_started() -> None:
-    pause, started = asyncio.Event(), asyncio.Event()
+    pause, started, first = asyncio.Event(), asyncio.Event(), asyncio.Event()
     model = ScriptedModel(replies=[ScriptedReply(chunks=("a", "b"), pause=pause, started=started)])
-    task = asyncio.create_task(collect(model))
+    seen: list[object] = []
+
+    async def consume() -> list[object]:
+        async for chunk in model.generate(generate_input()):
+            seen.append(chunk)
+            first.set()
+        return seen
+
+    task = asyncio.create_task(consume())
     await started.wait()
-    await asyncio.sleep(0.01)
-    assert not task.done()
+    await first.wait()  # the consumer went straight back for "b", which waits for the pause
+    assert seen == ["a"] and not task.done()
     pause.set()
     assert await task == ["a", "b"]
 
