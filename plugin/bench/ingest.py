@@ -1,214 +1,297 @@
-"""``affect-memory bench ingest``: memories per second through ``ChromaMemory.add``, by batch size.
+"""``affect-memory bench ingest``: texts/s through ``ChromaMemory.add`` beside the bare embedder's.
 
-Each batch size fills a fresh embedded collection (created with the plugin's HNSW settings)
-from the same deterministic corpus, one ``add`` call per batch: validation, the id lookup,
-embedding with the real model and the Chroma write, end to end. The embedder is wrapped in a
-timer (``TimedEmbedder``) and validation is timed on its own beside each call, so the report
-splits a memory's cost into embed, validate and write (the rest of ``add``).
+Two kinds of text, in one run: short (one memory sentence each, ``common.sentences``) and long
+(LongMemEval-style chat turns that fill the model's 256 word pieces, ``chat_turns.long_turns``).
+For each kind, on the same texts:
+
+- the bare embedder: ``OnnxEmbedder.embed_documents`` alone, in the calls an ``add`` makes
+  (each user's texts in chunks of ``WRITE_CHUNK``), on every core (the batch default) and on
+  one thread;
+- ingest end to end: one ``ChromaMemory.add`` of every text into a fresh embedded store
+  (validation, the id lookup, embedding, the index's journal, the Chroma writes), with today's
+  defaults (every core, the next chunk embedded while one is written), on every core without
+  embedding ahead, and as the default was before both (one thread, no embedding ahead).
+
+Each row is set beside the bare embedder on its own thread count (``× bare``) and beside the
+old default's ingest (``× old default``). With ``--rounds N`` the runs go round-robin N times
+and each row keeps its best, so a load that comes and goes weighs on every row alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from affect_memory.bench.chat_turns import long_turns
 from affect_memory.bench.common import (
-    TimedEmbedder,
     add_json_option,
     load_average,
     machine,
     memory_records,
     print_report,
     sentences,
-    summary_ms,
 )
-from affect_memory.cli.formatting import format_table
+from affect_memory.formatting import format_table
 from affect_memory.kernel.errors import InvalidInputError
-from affect_memory.memory.batches import validate_records
-from affect_memory.memory.collections import DEFAULT_HNSW
+from affect_memory.memory.chroma.writes import EMBED_AHEAD_ENV, WRITE_CHUNK, by_user, chunks
+from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.store import ChromaMemory
-from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
+from affect_memory.models.embeddings import check_embeddings
+from affect_memory.models.onnx_embedder import OnnxEmbedder, bundled_model_dir, read_model_spec
 
-__all__ = ["IngestPlan", "measure", "register"]
+__all__ = ["RUNS", "IngestPlan", "Run", "measure", "register"]
 
 
 @dataclass(frozen=True)
 class IngestPlan:
-    """Batch sizes and how many memories each fills its collection with."""
+    """How many short and long texts, over how many users, how many rounds."""
 
-    batch_sizes: tuple[int, ...] = (16, 64, 256, 1024)
-    memories: int = 2048
-    users: int = 10
+    short: int = 2048
+    long: int = 1024
+    users: int = 4
+    rounds: int = 1
     seed: int = 0
 
 
 FULL_PLAN = IngestPlan()
-QUICK_PLAN = IngestPlan(batch_sizes=(16, 64), memories=128)
+QUICK_PLAN = IngestPlan(short=48, long=12, users=2)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One row: the bare embedder or an ingest, its thread count and whether it embeds ahead."""
+
+    name: str
+    ingest: bool
+    every_core: bool
+    embed_ahead: bool
+
+
+RUNS = (
+    Run("bare embedder", ingest=False, every_core=True, embed_ahead=False),
+    Run("bare embedder", ingest=False, every_core=False, embed_ahead=False),
+    Run("ingest, defaults", ingest=True, every_core=True, embed_ahead=True),
+    Run("ingest, no embedding ahead", ingest=True, every_core=True, embed_ahead=False),
+    Run("ingest, old default", ingest=True, every_core=False, embed_ahead=False),
+)
+"""The rows of each kind of text, in the order they run."""
+
+_OLD_DEFAULT = RUNS[-1]
 
 
 def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench ingest``."""
     parser = benchmarks.add_parser(
         "ingest",
-        help="memories/s through ChromaMemory.add (real embeddings + writes) by batch size",
+        help="texts/s through ChromaMemory.add beside the bare embedder's, short and long texts",
         description=(
-            "Ingest the same synthetic sentences into a fresh embedded collection per batch "
-            "size (16, 64, 256, 1024) through ChromaMemory.add, and report memories/s end to "
-            "end with the time split into embedding, validation and the Chroma write."
+            "Embed the same short sentences and long chat turns with the bare embedder (every "
+            "core, one thread) and ingest them with one ChromaMemory.add into fresh stores "
+            "(today's defaults; every core without embedding ahead; the old default, one "
+            "thread), and report texts/s side by side with the ratios."
         ),
     )
     add_json_option(parser)
     parser.add_argument(
-        "--quick", action="store_true", help="128 memories at batch sizes 16 and 64 (for CI)"
+        "--quick", action="store_true", help="48 short and 12 long texts (for CI)"
     )
+    parser.add_argument("--short", type=int, default=None, help="short texts (default 2048)")
+    parser.add_argument("--long", type=int, default=None, help="long texts (default 1024)")
+    parser.add_argument("--users", type=int, default=None, help="users they belong to (4)")
     parser.add_argument(
-        "--memories", type=int, default=None, help="memories per batch size (default 2048)"
+        "--rounds", type=int, default=1, help="round-robin rounds; each row keeps its best (1)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the corpus")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the texts")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Measure, then print a table (or JSON with ``--json``)."""
     base = QUICK_PLAN if args.quick else FULL_PLAN
-    memories = base.memories if args.memories is None else args.memories
-    if isinstance(memories, bool) or memories < max(base.batch_sizes):
-        raise InvalidInputError(
-            f"--memories must be at least the largest batch ({max(base.batch_sizes)}), "
-            f"got {memories!r}"
-        )
-    plan = IngestPlan(batch_sizes=base.batch_sizes, memories=memories, seed=args.seed)
+    plan = IngestPlan(
+        short=base.short if args.short is None else args.short,
+        long=base.long if args.long is None else args.long,
+        users=base.users if args.users is None else args.users,
+        rounds=args.rounds,
+        seed=args.seed,
+    )
+    for name, least in (("short", 0), ("long", 0), ("users", 1), ("rounds", 1)):
+        value = getattr(plan, name)
+        if value < least:
+            raise InvalidInputError(f"--{name} must be at least {least}, got {value!r}")
+    if not plan.short and not plan.long:
+        raise InvalidInputError("--short and --long are both 0: nothing to ingest")
     report = measure(plan, progress=not args.quick)
     return print_report(report, as_json=args.json, text=format_report)
 
 
 def measure(plan: IngestPlan, *, progress: bool = False) -> dict[str, Any]:
-    """Ingest the corpus once per batch size; the report is JSON-ready."""
+    """Every run of ``RUNS`` on the short and the long texts; the report is JSON-ready."""
     from tqdm import tqdm
 
     load_before = load_average()
-    model = default_embedder()
-    check_embeddings(model.embed_documents(["warm the model up"] * 8), 8)
-    records = memory_records(
-        sentences(plan.memories, seed=plan.seed), users=plan.users, seed=plan.seed
-    )
-    rows: list[dict[str, Any]] = []
-    total = plan.memories * len(plan.batch_sizes)
+    batch = OnnxEmbedder()  # the defaults: every core for a batch unless the environment says
+    one = OnnxEmbedder(threads=1, batch_threads=1)
+    cores = batch.threads_for(WRITE_CHUNK)
+    corpora = {
+        "short": sentences(plan.short, seed=plan.seed),
+        "long": long_turns(plan.long, seed=plan.seed),
+    }
+    kinds = [kind for kind, texts in corpora.items() if texts]
+    for embedder in (batch, one):  # load the sessions of both thread counts before timing
+        check_embeddings(embedder.embed_documents(corpora[kinds[0]][:8]), 8)
+    best: dict[tuple[str, Run], float] = {}
+    steps = plan.rounds * len(kinds) * len(RUNS)
     with (
         tempfile.TemporaryDirectory(prefix="affect-memory-ingest-") as scratch,
-        tqdm(
-            total=total,
-            unit="memory",
-            file=sys.stderr,
-            leave=False,
-            disable=not progress or None,
-        ) as bar,
+        tqdm(total=steps, unit="run", file=sys.stderr, leave=False, disable=not progress) as bar,
     ):
-        for size in plan.batch_sizes:
-            bar.set_description(f"batch {size}")
-            rows.append(_one_size(Path(scratch), records, size, model, bar.update))
+        for round_number in range(plan.rounds):
+            for kind in kinds:
+                records = memory_records(
+                    corpora[kind], users=plan.users, seed=plan.seed, prefix=kind[0]
+                )
+                for number, setup in enumerate(RUNS):
+                    bar.set_description(f"{kind}: {setup.name}")
+                    embedder = batch if setup.every_core else one
+                    where = Path(scratch) / f"{kind}-{round_number}-{number}"
+                    seconds = _timed(setup, embedder, records, where)
+                    rate = len(records) / seconds
+                    best[(kind, setup)] = max(best.get((kind, setup), 0.0), rate)
+                    bar.update(1)
+    rows = [_row(kind, setup, best, cores, len(corpora[kind])) for kind in kinds for setup in RUNS]
     return {
         "benchmark": "ingest",
-        "memories_per_batch_size": plan.memories,
-        "model": model.name,
-        "hnsw": DEFAULT_HNSW.model_dump(),
+        "model": batch.name,
+        "texts": {kind: len(corpora[kind]) for kind in kinds},
+        "word_pieces": {kind: _pieces(corpora[kind]) for kind in kinds},
+        "users": plan.users,
+        "rounds": plan.rounds,
+        "every_core_threads": cores,
         "rows": rows,
         "notes": [
-            "end to end: ChromaMemory.add per batch (validation, id lookup, embedding, write) "
-            "into a fresh embedded collection per batch size",
-            "embed: time inside the embedder (sentence-transformers, batch_size 64; add embeds "
-            "in chunks of at most 512); validate: validate_records on the same batch, timed "
-            "beside the call; write: the rest of add (id lookup, metadata, Chroma add)",
+            "bare embedder: OnnxEmbedder.embed_documents alone, each user's texts in chunks of "
+            f"{WRITE_CHUNK} (the calls an add makes)",
+            "ingest: one ChromaMemory.add of every text into a fresh embedded store, end to end "
+            "(validation, id lookup, embedding, the index's journal, the Chroma writes)",
+            "× bare: texts/s over the bare embedder's on the same thread count; × old default: "
+            "over the ingest with one thread and no embedding ahead (the default before)",
+            "pieces: the word pieces per text the model keeps (it cuts at 256)",
+            f"each row is the best of {plan.rounds} round-robin round(s)",
         ],
         "machine": machine(load_before),
     }
 
 
-def _one_size(
-    root: Path,
-    records: list[dict[str, Any]],
-    size: int,
-    model: Embedder,
-    advance: Any,
-) -> dict[str, Any]:
-    timed = TimedEmbedder(model)
-    memory = ChromaMemory(root / f"batch-{size}", embedder=timed, progress=False)
-    batches: list[int] = []
-    validate_ns = 0
+def _timed(setup: Run, embedder: OnnxEmbedder, records: list[dict[str, Any]], where: Path) -> float:
+    """Seconds ``setup`` takes over ``records``: embedding alone, or one ``add`` end to end."""
+    if not setup.ingest:
+        calls = [
+            [record.text for record in part]
+            for group in by_user([MemoryRecord.model_validate(r) for r in records]).values()
+            for part in chunks(group, WRITE_CHUNK)
+        ]
+        start = time.perf_counter()
+        for texts in calls:
+            check_embeddings(embedder.embed_documents(texts), len(texts))
+        return time.perf_counter() - start
+    with _embed_ahead(setup.embed_ahead):
+        memory = ChromaMemory(where, embedder=embedder, progress=False)
     try:
-        for first in range(0, len(records), size):
-            batch = records[first : first + size]
-            start = time.perf_counter_ns()
-            validate_records(batch)
-            validate_ns += time.perf_counter_ns() - start
-            start = time.perf_counter_ns()
-            written = memory.add(batch, progress=False).written
-            batches.append(time.perf_counter_ns() - start)
-            if written != len(batch):
-                raise RuntimeError(f"ingest wrote {written} of {len(batch)} memories")
-            advance(len(batch))
-        stored = memory.count()
+        start = time.perf_counter()
+        written = memory.add(records, progress=False).written
+        seconds = time.perf_counter() - start
+        if written != len(records) or memory.count() != len(records):
+            raise RuntimeError(f"ingest wrote {written} of {len(records)} texts")
     finally:
         memory.close()
-    count = len(records)
-    total_s = sum(batches) / 1e9
-    embed_s = timed.elapsed_ns / 1e9
-    validate_s = validate_ns / 1e9
-    write_s = max(total_s - embed_s - validate_s, 1e-9)
+    return seconds
+
+
+@contextmanager
+def _embed_ahead(on: bool) -> Iterator[None]:
+    """``$AFFECT_MEMORY_EMBED_AHEAD`` set to ``on`` while a store is opened, then put back."""
+    before = os.environ.get(EMBED_AHEAD_ENV)
+    os.environ[EMBED_AHEAD_ENV] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[EMBED_AHEAD_ENV]
+        else:
+            os.environ[EMBED_AHEAD_ENV] = before
+
+
+def _row(
+    kind: str, setup: Run, best: dict[tuple[str, Run], float], cores: int, count: int
+) -> dict[str, Any]:
+    """One report row: the rate, and its ratios to the bare embedder and the old default."""
+    rate = best[(kind, setup)]
+    bare = next(r for r in RUNS if not r.ingest and r.every_core == setup.every_core)
     return {
-        "batch_size": size,
-        "memories": count,
-        "stored": stored,
-        "seconds": round(total_s, 3),
-        "memories_per_s": round(count / total_s, 1),
-        "embed_per_s": round(count / embed_s, 1),
-        "write_per_s": round(count / write_s, 1),
-        "share": {
-            "embed": round(embed_s / total_s, 4),
-            "validate": round(validate_s / total_s, 4),
-            "write": round(write_s / total_s, 4),
-        },
-        "batch_ms": summary_ms(batches),
+        "texts": kind,
+        "count": count,
+        "run": setup.name,
+        "threads": cores if setup.every_core else 1,
+        "embed_ahead": setup.embed_ahead,
+        "texts_per_s": round(rate, 1),
+        "vs_bare": round(rate / best[(kind, bare)], 3),
+        "vs_old_default": round(rate / best[(kind, _OLD_DEFAULT)], 3),
+    }
+
+
+def _pieces(texts: Sequence[str]) -> dict[str, float]:
+    """Word pieces per text: the mean the model keeps (it cuts at 256), and the mean, least
+    and most before the cut."""
+    from tokenizers import Tokenizer
+
+    directory = bundled_model_dir()
+    keeps = read_model_spec(directory).max_tokens
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    counts = [len(encoding.ids) for encoding in tokenizer.encode_batch(list(texts))]
+    return {
+        "kept": round(statistics.mean(min(count, keeps) for count in counts), 1),
+        "mean": round(statistics.mean(counts), 1),
+        "min": min(counts),
+        "max": max(counts),
     }
 
 
 def format_report(report: dict[str, Any]) -> str:
-    """One row per batch size, then the notes and the machine."""
+    """One row per kind of text and run, then the notes and the machine."""
     rows = [
         [
-            r["batch_size"],
-            r["memories"],
-            r["memories_per_s"],
-            r["embed_per_s"],
-            r["write_per_s"],
-            f"{r['share']['embed']:.0%} / {r['share']['validate']:.0%} / {r['share']['write']:.0%}",
-            r["batch_ms"]["median"],
-            r["batch_ms"]["p95"],
+            f"{r['texts']} ({report['word_pieces'][r['texts']]['kept']:g} pieces)",
+            r["run"],
+            r["threads"],
+            "yes" if r["embed_ahead"] else "no",
+            f"{r['texts_per_s']:,.1f}",
+            f"{r['vs_bare']:.2f}×",
+            f"{r['vs_old_default']:.2f}×",
         ]
         for r in report["rows"]
     ]
     table = format_table(
-        [
-            "batch",
-            "memories",
-            "memories/s",
-            "embed only/s",
-            "write only/s",
-            "embed / validate / write",
-            "batch median ms",
-            "batch p95 ms",
-        ],
-        rows,
+        ["texts", "run", "threads", "ahead", "texts/s", "× bare", "× old default"], rows
     )
     m = report["machine"]
     lines = [table, *(f"- {note}" for note in report["notes"])]
     lines.append(
-        f"model {report['model']}; chromadb {m['chromadb']}, {m['cpus']} CPUs, load average "
+        f"model {report['model']}; "
+        f"{' and '.join(f'{n:,} {kind}' for kind, n in report['texts'].items())} texts over "
+        f"{report['users']} users; "
+        f"chromadb {m['chromadb']}, {m['cpus']} CPUs, load average "
         f"{m['load_average_1m_before']} before, {m['load_average_1m_after']} after"
     )
     return "\n".join(lines)

@@ -20,7 +20,7 @@ import numpy as np
 
 from affect_memory.errors import EmbeddingError, MissingExtraError
 from affect_memory.kernel.errors import shown
-from affect_memory.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
+from affect_memory.models.onnx_embedder import BATCH_THREADS_ENV, THREADS_ENV, OnnxEmbedder
 
 __all__ = [
     "BACKEND_ENV",
@@ -43,7 +43,7 @@ _BACKENDS = {"onnx": "onnx", "torch": "torch", "sentence-transformers": "torch"}
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
-_DEFAULTS: dict[tuple[str, str], Embedder] = {}
+_DEFAULTS: dict[tuple[str, tuple[str, str]], Embedder] = {}
 
 
 @runtime_checkable
@@ -107,7 +107,8 @@ def default_embedder() -> Embedder:
         raise EmbeddingError(
             f"{BACKEND_ENV} must be onnx, torch or sentence-transformers, got {shown(raw)}"
         )
-    setting = (backend, os.environ.get(THREADS_ENV, "") if backend == "onnx" else "")
+    threads = (os.environ.get(THREADS_ENV, ""), os.environ.get(BATCH_THREADS_ENV, ""))
+    setting = (backend, threads if backend == "onnx" else ("", ""))
     with _MODELS_LOCK:
         embedder = _DEFAULTS.get(setting)
         if embedder is None:

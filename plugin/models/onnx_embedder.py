@@ -8,6 +8,25 @@ share the name ``all-MiniLM-L6-v2`` and fill the same collections. The graph is 
 keyed by the model files' hashes; later processes only load it (about 0.2 s). An unwritable
 cache costs the build (about 0.5 s) on every start, with a warning; a cached graph that does
 not load is rebuilt.
+
+Threads: a call of at most ``query_texts`` texts (default 3: one recall query, its owner written
+each way a memory may write them; a turn's gate message) is a query and runs on ``threads``
+ONNX Runtime intra-op threads (default ``$AFFECT_MEMORY_ONNX_THREADS``, else 1: within 1.5 ms
+of two for one short text on a quiet machine, either ahead from run to run, with the better p95
+when another core is busy, and it leaves the other cores to the rest of the process). A larger
+call is a batch (ingest, ``add``/``upsert`` of many records, migrate, adopt ``--import``,
+segment repair, exemplar and topic vectors): its sub-batches run side by side on
+``batch_threads`` threads (default
+``$AFFECT_MEMORY_ONNX_BATCH_THREADS``, else 0: every core the process may use), each on the
+one-thread session, the calling thread one of them. Side by side rather than intra-op: intra-op
+threads meet after every operator, so a core another process holds stalls them all, while a
+sub-batch stalls only itself (with one of two cores busy elsewhere, two intra-op threads
+embedded no faster than one, two sub-batch threads 1.2× as fast). Each intra-op thread count
+has its own session, opened on first use and shared by the process.
+
+The module is about 510 lines because the tokenizer, the cached graph, the sessions per thread count
+and the split of a batch across threads all serve one call, embed; split, the thread rules above
+would sit apart from the sessions they choose between.
 """
 
 from __future__ import annotations
@@ -17,7 +36,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +49,15 @@ from affect_memory.kernel.errors import shown
 from affect_memory.models.cache import CACHE_ENV, cache_dir, file_sha256, write_atomically
 
 __all__ = [
+    "BATCH_THREADS_ENV",
     "BUNDLED_MODEL_NAME",
+    "DEFAULT_BATCH_THREADS",
+    "DEFAULT_THREADS",
+    "QUERY_TEXTS",
     "THREADS_ENV",
     "OnnxEmbedder",
     "bundled_model_dir",
+    "every_core",
     "graph_path",
     "model_key",
     "read_model_spec",
@@ -44,10 +69,22 @@ BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
 """The bundled model's name, the same as the sentence-transformers backend records."""
 
 THREADS_ENV = "AFFECT_MEMORY_ONNX_THREADS"
-"""Environment variable: ONNX Runtime intra-op threads when none are given (0 = every core)."""
+"""Environment variable: a query's intra-op threads when ``threads`` is not given (0 = every
+core)."""
+
+BATCH_THREADS_ENV = "AFFECT_MEMORY_ONNX_BATCH_THREADS"
+"""Environment variable: a batch's threads when ``batch_threads`` is not given (0 = every
+core)."""
 
 DEFAULT_THREADS = 1
-"""One intra-op thread: on two shared cores it was the fastest for a query and a batch alike."""
+"""A query's intra-op threads."""
+
+DEFAULT_BATCH_THREADS = 0
+"""A batch's threads, running its sub-batches side by side: 0, every core the process may
+use."""
+
+QUERY_TEXTS = 3
+"""Calls of at most this many texts are queries (a recall query's owner forms are up to 3)."""
 
 _PIPELINE = (
     "sentence_transformers.models.Transformer",
@@ -183,6 +220,64 @@ def _import_onnxruntime() -> Any:
     return onnxruntime
 
 
+def every_core() -> int:
+    """The cores this process may run on (what a thread count of 0 stands for)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+_MIN_SHARE = 8
+"""Fewest texts per sub-batch when a batch is shared between threads."""
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+"""Idle threads that run a batch's sub-batches beside the calling thread, by their number."""
+
+
+def _run_all(run: Callable[[np.ndarray], None], batches: list[np.ndarray], workers: int) -> None:
+    """``run`` every batch, on ``workers`` threads (this one and pool threads) taking the next
+    batch as each finishes one; the first error is raised once all have stopped."""
+    workers = min(workers, len(batches))
+    if workers <= 1:
+        for rows in batches:
+            run(rows)
+        return
+    queue = iter(batches)
+    taking = threading.Lock()
+    failed = threading.Event()
+
+    def work() -> None:
+        while not failed.is_set():
+            with taking:
+                rows = next(queue, None)
+            if rows is None:
+                return
+            try:
+                run(rows)
+            except BaseException:
+                failed.set()
+                raise
+
+    with _POOLS_LOCK:
+        pool = _POOLS.get(workers - 1)
+        if pool is None:
+            pool = _POOLS[workers - 1] = ThreadPoolExecutor(
+                max_workers=workers - 1, thread_name_prefix="affect-memory onnx"
+            )
+    helpers = [pool.submit(work) for _ in range(workers - 1)]
+    try:
+        work()
+    finally:  # every batch is taken: a helper not started yet has nothing left to do
+        for helper in helpers:
+            if not helper.cancel():
+                helper.exception()  # waits for it: no helper outlives the call
+    for helper in helpers:
+        if not helper.cancelled():
+            helper.result()
+
+
 def _session(model_dir: Path, key: str, threads: int) -> Any:
     entry = (os.path.realpath(model_dir), threads)
     with _SESSIONS_LOCK:
@@ -229,20 +324,26 @@ def _open_session(model_dir: Path, key: str, threads: int) -> Any:
         ) from None
 
 
-def _threads_setting(threads: int | None) -> int:
+def _threads_setting(
+    threads: int | None,
+    *,
+    env: str = THREADS_ENV,
+    default: int = DEFAULT_THREADS,
+    name: str = "threads",
+) -> int:
     if threads is None:
-        raw = os.environ.get(THREADS_ENV, "").strip()
+        raw = os.environ.get(env, "").strip()
         if not raw:
-            return DEFAULT_THREADS
+            return default
         try:
             threads = int(raw)
         except ValueError:
             raise EmbeddingError(
-                f"{THREADS_ENV} must be an integer >= 0 (0 = every core), got {shown(raw)}"
+                f"{env} must be an integer >= 0 (0 = every core), got {shown(raw)}"
             ) from None
-        where = THREADS_ENV
+        where = env
     else:
-        where = "threads"
+        where = name
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise EmbeddingError(f"{where} must be an integer >= 0 (0 = every core), got {threads!r}")
     return threads
@@ -251,8 +352,11 @@ def _threads_setting(threads: int | None) -> int:
 class OnnxEmbedder:
     """A mean-pooled BERT sentence-transformers model on ONNX Runtime; by default the bundled one.
 
-    ``threads`` is ONNX Runtime's intra-op thread count (default ``$AFFECT_MEMORY_ONNX_THREADS``
-    or 1; 0 lets it use every core). Nothing loads until the first text is embedded.
+    A call of at most ``query_texts`` texts runs on ``threads`` ONNX Runtime intra-op threads
+    (default ``$AFFECT_MEMORY_ONNX_THREADS`` or 1); a larger one runs its sub-batches side by
+    side on ``batch_threads`` threads of one core each (default
+    ``$AFFECT_MEMORY_ONNX_BATCH_THREADS`` or 0); 0 is every core. Nothing loads until the first
+    text is embedded.
     """
 
     def __init__(
@@ -261,14 +365,25 @@ class OnnxEmbedder:
         *,
         batch_size: int = 64,
         threads: int | None = None,
+        batch_threads: int | None = None,
+        query_texts: int = QUERY_TEXTS,
     ) -> None:
         if model_dir is not None and not isinstance(model_dir, str | Path):
             raise EmbeddingError(f"model_dir must be a path, got {shown(model_dir)}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise EmbeddingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if isinstance(query_texts, bool) or not isinstance(query_texts, int) or query_texts < 0:
+            raise EmbeddingError(f"query_texts must be an integer >= 0, got {query_texts!r}")
         self._model_arg = None if model_dir is None else Path(model_dir)
         self._batch_size = batch_size
         self._threads = _threads_setting(threads)
+        self._batch_threads = _threads_setting(
+            batch_threads,
+            env=BATCH_THREADS_ENV,
+            default=DEFAULT_BATCH_THREADS,
+            name="batch_threads",
+        )
+        self._query_texts = query_texts
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._dimension: int | None = None
@@ -281,8 +396,23 @@ class OnnxEmbedder:
 
     @property
     def threads(self) -> int:
-        """ONNX Runtime's intra-op threads (0 = every core)."""
+        """A query's ONNX Runtime intra-op threads, as set (0 = every core)."""
         return self._threads
+
+    @property
+    def batch_threads(self) -> int:
+        """A batch's threads, as set (0 = every core)."""
+        return self._batch_threads
+
+    @property
+    def query_texts(self) -> int:
+        """The most texts a call may have to run on the query's threads."""
+        return self._query_texts
+
+    def threads_for(self, count: int) -> int:
+        """The threads a call embedding ``count`` texts runs on (0 resolved to the cores)."""
+        threads = self._threads if count <= self._query_texts else self._batch_threads
+        return threads if threads > 0 else every_core()
 
     @property
     def model_dir(self) -> Path:
@@ -304,8 +434,11 @@ class OnnxEmbedder:
             self._dimension = int(config["hidden_size"])
         return self._dimension
 
-    def _ready(self) -> tuple[Any, Any]:
-        """The tokenizer and the session, loaded on first use."""
+    def _ready(self, threads: int | None = None) -> tuple[Any, Any]:
+        """The tokenizer and the session of ``threads`` threads (None: a query's), loaded on
+        first use."""
+        if threads is None:
+            threads = self.threads_for(1)
         with self._lock:
             if self._tokenizer is None:
                 from tokenizers import Tokenizer
@@ -320,7 +453,7 @@ class OnnxEmbedder:
                 self._tokenizer = tokenizer
             key = self._key if self._key is not None else model_key(self.model_dir)
             self._key = key
-            session = _session(self.model_dir, key, self._threads)
+            session = _session(self.model_dir, key, threads)
         return self._tokenizer, session
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
@@ -332,14 +465,22 @@ class OnnxEmbedder:
             raise EmbeddingError("embed_documents takes a sequence of strings")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        tokenizer, session = self._ready()
+        threads = self.threads_for(len(texts))
+        # A batch runs its sub-batches side by side, each on one thread of one session: no
+        # thread waits for another between operators, so a core another process holds slows
+        # only the sub-batches it runs (intra-op threads all wait for the slowest, every op).
+        workers = threads if len(texts) > self._query_texts else 1
+        tokenizer, session = self._ready(1 if workers > 1 else threads)
         pieces = [encoding.ids for encoding in tokenizer.encode_batch(texts)]
         lengths = np.array([len(ids) for ids in pieces])
         # Longest first, as sentence-transformers batches: texts of a batch pad little.
         order = np.argsort(-lengths, kind="stable")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self._batch_size):
-            rows = order[start : start + self._batch_size]
+        size = self._batch_size
+        if workers > 1:  # about four sub-batches a worker, so that they end together
+            size = min(size, max(_MIN_SHARE, -(-len(texts) // (4 * workers))))
+
+        def run(rows: np.ndarray) -> None:
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -348,6 +489,9 @@ class OnnxEmbedder:
                 mask[row, : lengths[index]] = 1
             (vectors,) = session.run([OUTPUT_NAME], {"input_ids": ids, "attention_mask": mask})
             out[rows] = vectors
+
+        batches = [order[start : start + size] for start in range(0, len(texts), size)]
+        _run_all(run, batches, workers)
         if not np.isfinite(out).all():
             raise EmbeddingError("the ONNX graph returned NaN or infinite values")
         return out
@@ -360,4 +504,7 @@ class OnnxEmbedder:
         return vector
 
     def __repr__(self) -> str:
-        return f"OnnxEmbedder({self.name!r}, threads={self._threads})"
+        return (
+            f"OnnxEmbedder({self.name!r}, threads={self._threads}, "
+            f"batch_threads={self._batch_threads})"
+        )

@@ -33,7 +33,7 @@ def test_the_default_embedder_is_the_bundled_model_on_onnx_shared_by_the_process
     monkeypatch.delenv(BACKEND_ENV, raising=False)
     assert isinstance(embedder, OnnxEmbedder)
     assert default_embedder() is embedder is default_embedder()
-    assert embedder.threads == 1
+    assert embedder.threads == 1 and embedder.batch_threads == 0
 
 
 def test_the_torch_backend_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from affect_memory.errors import EmbeddingError
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.models import onnx_embedder
 from affect_memory.models.embeddings import Embedder, SentenceTransformerEmbedder
-from affect_memory.models.onnx_embedder import THREADS_ENV, OnnxEmbedder
+from affect_memory.models.onnx_embedder import (
+    BATCH_THREADS_ENV,
+    QUERY_TEXTS,
+    THREADS_ENV,
+    OnnxEmbedder,
+    every_core,
+)
 from tests.plugin.models.helpers import EDGE_CASES, LONG_TEXTS, model_copy, parity_corpus
 
 PARITY = 1e-5
@@ -40,7 +48,8 @@ def _worst_cosine_gap(ours: np.ndarray, theirs: np.ndarray) -> float:
 def test_vectors_match_sentence_transformers_within_1e_5_cosine(
     corpus: list[str], reference: np.ndarray, batch_size: int, threads: int
 ) -> None:
-    ours = OnnxEmbedder(batch_size=batch_size, threads=threads).embed_documents(corpus)
+    model = OnnxEmbedder(batch_size=batch_size, threads=threads, batch_threads=threads)
+    ours = model.embed_documents(corpus)
     assert ours.shape == reference.shape and ours.dtype == np.float32
     assert _worst_cosine_gap(ours, reference) <= PARITY
     np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
@@ -145,5 +154,68 @@ def test_threads_come_from_the_argument_or_the_environment(
     for bad in (-1, True, 1.5):
         with pytest.raises(EmbeddingError, match="threads must be an integer >= 0"):
             OnnxEmbedder(threads=bad)  # type: ignore[arg-type]
-    with pytest.raises(EmbeddingError, match="model_dir must be a path"):
-        OnnxEmbedder(42)  # type: ignore[arg-type]
+        with pytest.raises(EmbeddingError, match="batch_threads must be an integer >= 0"):
+            OnnxEmbedder(threads=1, batch_threads=bad)  # type: ignore[arg-type]
+    monkeypatch.delenv(THREADS_ENV)
+    monkeypatch.delenv(BATCH_THREADS_ENV, raising=False)
+    assert OnnxEmbedder().batch_threads == 0  # every core
+    monkeypatch.setenv(BATCH_THREADS_ENV, "2")
+    assert OnnxEmbedder().batch_threads == 2 and OnnxEmbedder(batch_threads=1).batch_threads == 1
+    monkeypatch.setenv(BATCH_THREADS_ENV, "all")
+    with pytest.raises(EmbeddingError, match=f"{BATCH_THREADS_ENV} must be an integer >= 0"):
+        OnnxEmbedder()
+    with pytest.raises(EmbeddingError, match="query_texts must be an integer >= 0"):
+        OnnxEmbedder(query_texts=-1)
+
+
+def test_a_call_of_a_few_texts_runs_on_the_query_threads_and_a_larger_one_side_by_side(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    opened: list[int] = []
+    shared: list[tuple[int, int]] = []
+    session, run_all = onnx_embedder._session, onnx_embedder._run_all
+
+    def recorded_session(model_dir: Path, key: str, threads: int) -> object:
+        opened.append(threads)
+        return session(model_dir, key, threads)
+
+    def recorded_run_all(run: Any, batches: list[np.ndarray], workers: int) -> None:
+        shared.append((workers, len(batches)))
+        run_all(run, batches, workers)
+
+    texts = [f"where did I park on day {day}?" for day in range(64)]
+    alone = OnnxEmbedder(threads=1, batch_threads=1).embed_documents(texts)
+    monkeypatch.setattr(onnx_embedder, "_session", recorded_session)
+    monkeypatch.setattr(onnx_embedder, "_run_all", recorded_run_all)
+    model = OnnxEmbedder(threads=2, batch_threads=3)
+    for count in (1, QUERY_TEXTS, QUERY_TEXTS + 1, 64):
+        np.testing.assert_allclose(model.embed_documents(texts[:count]), alone[:count], atol=1e-6)
+    model.embed_query("where did I park?")
+    # a query: two intra-op threads, one batch; a larger call: the one-thread session on three
+    # threads, taking sub-batches of at least 8 texts (about four each)
+    assert opened == [2, 2, 1, 1, 2]
+    assert shared == [(1, 1), (1, 1), (3, 1), (3, 8), (1, 1)]
+    assert [model.threads_for(n) for n in (1, QUERY_TEXTS, QUERY_TEXTS + 1, 512)] == [2, 2, 3, 3]
+    assert OnnxEmbedder(threads=1, batch_threads=0).threads_for(512) == every_core()
+    assert OnnxEmbedder(threads=1, batch_threads=2, query_texts=0).threads_for(1) == 2
+
+
+def test_a_failed_sub_batch_is_raised_once_no_other_is_still_running() -> None:
+    running: list[int] = []
+    done: list[int] = []
+
+    def run(rows: np.ndarray) -> None:
+        running.append(int(rows[0]))
+        try:
+            if int(rows[0]) == 2:
+                raise EmbeddingError("the graph failed")
+            done.append(int(rows[0]))
+        finally:
+            running.remove(int(rows[0]))
+
+    batches = [np.array([number]) for number in range(40)]
+    with pytest.raises(EmbeddingError, match="the graph failed"):
+        onnx_embedder._run_all(run, batches, 3)
+    assert running == [] and 2 not in done
+    onnx_embedder._run_all(run, batches[3:], 3)  # the pool takes the next call as before
+    assert sorted(done)[-37:] == list(range(3, 40))
