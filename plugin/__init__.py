@@ -11,6 +11,10 @@ something embeds.
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
+    from affect_memory.cues import (
+        DEFAULT_RETRIEVAL_RULE,
+        RetrievalRule,
+    )
     from affect_memory.errors import (
         ChatConfigError,
         EmbeddingError,
@@ -41,10 +45,6 @@ if _typing.TYPE_CHECKING:
         EmbeddingIntentGate,
         IntentPrediction,
     )
-    from affect_memory.gate.cues import (
-        DEFAULT_RETRIEVAL_RULE,
-        RetrievalRule,
-    )
     from affect_memory.gate.evaluation import EvaluationReport
     from affect_memory.gate.exemplars import (
         IntentExemplars,
@@ -60,18 +60,12 @@ if _typing.TYPE_CHECKING:
         AffectRankingPostprocessor,
     )
     from affect_memory.kernel import __version__
-    from affect_memory.memory.adopt import AdoptedCollection, FieldMapping
-    from affect_memory.memory.collections import (
+    from affect_memory.memory.admin.adopt import AdoptedCollection, FieldMapping
+    from affect_memory.memory.admin.migrate import MigrationReport, migrate_store
+    from affect_memory.memory.chroma.collections import (
         DEFAULT_HNSW,
         HnswParams,
     )
-    from affect_memory.memory.effects import (
-        DefaultMemoryWritePolicy,
-        MemoryTurnEffects,
-        MemoryWritePolicy,
-        ReplayReport,
-    )
-    from affect_memory.memory.migrate import MigrationReport, migrate_store
     from affect_memory.memory.records import MemoryRecord
     from affect_memory.memory.results import (
         MemoryStats,
@@ -92,6 +86,12 @@ if _typing.TYPE_CHECKING:
         write_recall_settings,
     )
     from affect_memory.memory.store import ChromaMemory
+    from affect_memory.memory.turns.effects import (
+        DefaultMemoryWritePolicy,
+        MemoryTurnEffects,
+        MemoryWritePolicy,
+        ReplayReport,
+    )
     from affect_memory.models.embeddings import (
         Embedder,
         SentenceTransformerEmbedder,
@@ -108,27 +108,27 @@ if _typing.TYPE_CHECKING:
 
 _EXPORTS = {
     "DEFAULT_GATE_PARAMS": "affect_memory.gate.params",
-    "DEFAULT_HNSW": "affect_memory.memory.collections",
+    "DEFAULT_HNSW": "affect_memory.memory.chroma.collections",
     "DEFAULT_RECALL_SETTINGS": "affect_memory.memory.settings",
-    "DEFAULT_RETRIEVAL_RULE": "affect_memory.gate.cues",
+    "DEFAULT_RETRIEVAL_RULE": "affect_memory.cues",
     "DENSE_RECALL": "affect_memory.memory.settings",
     "RECALL_WEIGHTS": "affect_memory.memory.settings",
-    "AdoptedCollection": "affect_memory.memory.adopt",
+    "AdoptedCollection": "affect_memory.memory.admin.adopt",
     "AffectMemoryLlamaRetriever": "affect_memory.integrations.llamaindex",
     "AffectMemoryRetriever": "affect_memory.integrations.langchain",
     "AffectRankingPostprocessor": "affect_memory.integrations.llamaindex",
     "ChatConfigError": "affect_memory.errors",
     "ChromaMemory": "affect_memory.memory.store",
-    "DefaultMemoryWritePolicy": "affect_memory.memory.effects",
+    "DefaultMemoryWritePolicy": "affect_memory.memory.turns.effects",
     "Embedder": "affect_memory.models.embeddings",
     "EmbeddingError": "affect_memory.errors",
     "EmbeddingIntentGate": "affect_memory.gate.classifier",
     "EvaluationReport": "affect_memory.gate.evaluation",
     "ExemplarError": "affect_memory.errors",
-    "FieldMapping": "affect_memory.memory.adopt",
+    "FieldMapping": "affect_memory.memory.admin.adopt",
     "GateParams": "affect_memory.gate.params",
     "GateUnavailableError": "affect_memory.errors",
-    "HnswParams": "affect_memory.memory.collections",
+    "HnswParams": "affect_memory.memory.chroma.collections",
     "IntentExemplars": "affect_memory.gate.exemplars",
     "IntentPrediction": "affect_memory.gate.classifier",
     "IsolationError": "affect_memory.errors",
@@ -139,10 +139,10 @@ _EXPORTS = {
     "MalformedStreamError": "affect_memory.errors",
     "MemoryRecord": "affect_memory.memory.records",
     "MemoryStats": "affect_memory.memory.results",
-    "MemoryTurnEffects": "affect_memory.memory.effects",
-    "MemoryWritePolicy": "affect_memory.memory.effects",
+    "MemoryTurnEffects": "affect_memory.memory.turns.effects",
+    "MemoryWritePolicy": "affect_memory.memory.turns.effects",
     "MigrationError": "affect_memory.errors",
-    "MigrationReport": "affect_memory.memory.migrate",
+    "MigrationReport": "affect_memory.memory.admin.migrate",
     "MissingExtraError": "affect_memory.errors",
     "ModelAdapterError": "affect_memory.errors",
     "ModelConnectionError": "affect_memory.errors",
@@ -160,8 +160,8 @@ _EXPORTS = {
     "RecallSettings": "affect_memory.memory.settings",
     "RecordError": "affect_memory.errors",
     "Relevance": "affect_memory.memory.results",
-    "ReplayReport": "affect_memory.memory.effects",
-    "RetrievalRule": "affect_memory.gate.cues",
+    "ReplayReport": "affect_memory.memory.turns.effects",
+    "RetrievalRule": "affect_memory.cues",
     "SQLiteStateStore": "affect_memory.state.sqlite",
     "SentenceTransformerEmbedder": "affect_memory.models.embeddings",
     "StoreError": "affect_memory.errors",
@@ -176,7 +176,7 @@ _EXPORTS = {
     "default_embedder": "affect_memory.models.embeddings",
     "load_exemplars": "affect_memory.gate.exemplars",
     "load_recall_settings": "affect_memory.memory.settings",
-    "migrate_store": "affect_memory.memory.migrate",
+    "migrate_store": "affect_memory.memory.admin.migrate",
     "open_state_store": "affect_memory.state.location",
     "write_recall_settings": "affect_memory.memory.settings",
 }

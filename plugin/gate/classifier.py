@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from affect_memory.gate.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
+from affect_memory.cues import DEFAULT_RETRIEVAL_RULE, RetrievalRule
 from affect_memory.gate.exemplars import IntentExemplars, load_exemplars
 from affect_memory.gate.params import DEFAULT_GATE_PARAMS, GateParams
 from affect_memory.kernel.errors import InvalidInputError, shown

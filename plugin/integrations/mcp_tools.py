@@ -34,7 +34,12 @@ from affect_memory.kernel.affect import (
 )
 from affect_memory.kernel.bounds import check_number
 from affect_memory.kernel.clock import Clock, utc_now
-from affect_memory.kernel.engine import DEFAULT_APPRAISAL_POLICY, AffectEngine
+from affect_memory.kernel.engine import (
+    DEFAULT_APPRAISAL_POLICY,
+    AffectEngine,
+    EnginePolicies,
+    EnginePresentation,
+)
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.protocols import (
     AppraisalPolicy,
@@ -44,9 +49,9 @@ from affect_memory.kernel.protocols import (
     StateStore,
 )
 from affect_memory.memory.batches import parse_record
+from affect_memory.memory.chroma.layout import DEFAULT_COLLECTION
 from affect_memory.memory.export import check_page, record_line
 from affect_memory.memory.filters import parse_where
-from affect_memory.memory.layout import DEFAULT_COLLECTION
 from affect_memory.memory.records import DEFAULT_SIGNIFICANCE
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.memory.timestamps import normalize_timestamp
@@ -293,9 +298,9 @@ class MemoryTools:
             model=AppraisalModel(decide),
             store=self._store,
             conversation_id=conversation_id,
-            appraisal_policy=self._policy,
             clock=self._clock,
-            base_tokens=self._base_tokens,
+            policies=EnginePolicies(appraisal_policy=self._policy),
+            presentation=EnginePresentation(base_tokens=self._base_tokens),
         )
 
     async def appraise(

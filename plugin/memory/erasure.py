@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from affect_memory.kernel.errors import shown
-from affect_memory.memory.collections import UserCollections
-from affect_memory.memory.index.backend import Backend, Tx
+from affect_memory.memory.chroma.collections import UserCollections
 from affect_memory.memory.index.memory_index import MemoryIndex
-from affect_memory.memory.index.schema import TABLES
+from affect_memory.memory.index.storage.backend import Backend, Tx
+from affect_memory.memory.index.storage.schema import TABLES
 from affect_memory.memory.results import check_user
 
 __all__ = [

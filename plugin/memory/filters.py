@@ -19,7 +19,7 @@ operator, a list or None as a value) is an ``InvalidInputError`` of one line nam
 and the value.
 
 The memory index holds each memory's filterable fields as ``(field, value_key)`` pairs
-(``index_tags``, ``affect_memory.memory.index.schema``): ``value_key`` is a digest of the
+(``index_tags``, ``affect_memory.memory.index.storage.schema``): ``value_key`` is a digest of the
 value's typed canonical form (numbers by value, so ``1`` and ``1.0`` share one), so equality and
 ``$in`` are plain ``IN`` lists on both SQLite and PostgreSQL.
 """

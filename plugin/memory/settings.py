@@ -79,7 +79,7 @@ class RecallSettings(ParameterModel):
     lexical_candidates: Annotated[int, _pool_size(0)] = 64
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""
     bm25_k1: NonNegativeFloat = 1.2
-    """BM25's term-frequency saturation (``affect_memory.memory.index.bm25``)."""
+    """BM25's term-frequency saturation (``affect_memory.memory.index.lexical.bm25``)."""
     bm25_b: UnitInterval = 0.75
     """BM25's length normalisation."""
     lexical_weight: UnitInterval = 0.6

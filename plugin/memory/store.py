@@ -1,17 +1,24 @@
 """``ChromaMemory``: an agent's long-term memory in Chroma, one collection per user.
 
-Every user's memories live in a collection of their own (``affect_memory.memory.layout``), so memory
-ids are per user and every read, write and delete names one user and touches only that user's
-collection; the mapper (``affect_memory.memory.rows``) still checks each returned row's owner.
+Every user's memories live in a collection of their own (``affect_memory.memory.chroma.layout``),
+so memory ids are per user and every read, write and delete names one user and touches only that
+user's collection; the mapper (``affect_memory.memory.chroma.rows``) still checks each returned
+row's owner.
 
 Distance convention: collections are cosine, so Chroma returns ``1 - cos`` in [0, 2]. Recall
 plans each query, embeds it and ranks the pool through ``affect_memory.memory.recall.pipeline``
 (relevance on an absolute scale, the kernel's ``rank_columns`` for the score); the dense
-ranking hands Chroma's rows to the kernel as they are (``affect_memory.memory.recall.explanation``),
-which reads ``similarity = 1 - distance / 2``. Writes are whole within the process
-(``affect_memory.memory.writes``).
+ranking (``DENSE_RECALL``) goes through the same pipeline without a plan and hands Chroma's
+distances to the kernel as they are, which reads ``similarity = 1 - distance / 2``. Writes
+are whole within the process (``affect_memory.memory.chroma.writes``).
 
-This facade is about 450 lines because it is what users call: every method checks its
+One read path: ``recall``, ``recall_many``, ``candidates`` and the engine's ``retrieve`` and
+``retrieve_ranked`` all rank through that pipeline (``_ranked``). ``candidates`` is the one way
+to get kernel candidates: the query's whole recall pool, prepared as recall scores it, so
+ranking them with the kernel gives recall's scores; an engine turn takes the top of the same
+ranking through ``retrieve`` or ``retrieve_ranked``.
+
+This facade is about 870 lines because it is what users call: every method checks its
 arguments and delegates (rows, ranking, collections, writes, turn writes), and each keeps the
 full docstring of its contract.
 """
@@ -25,7 +32,6 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from time import perf_counter
 from types import TracebackType
 from typing import Any
 
@@ -35,30 +41,37 @@ from pydantic import BaseModel
 from affect_memory.errors import StoreError
 from affect_memory.kernel.engine import StageObserver
 from affect_memory.kernel.errors import InvalidInputError
-from affect_memory.kernel.models import MemoryCandidate
+from affect_memory.kernel.models import MAX_TEXT_CHARS, MemoryCandidate
 from affect_memory.kernel.protocols import RetrievalInput
 from affect_memory.kernel.retrieval import RetrievalWeights, ScoredCandidate
-from affect_memory.memory import turn_writes
 from affect_memory.memory.batches import validate_records
-from affect_memory.memory.collections import (
+from affect_memory.memory.chroma.collections import (
     DEFAULT_HNSW,
     HnswParams,
     UserCollections,
     configured_hnsw,
     recorded_embedder,
 )
-from affect_memory.memory.erasure import ErasureReport, erase_user, finish_pending_erasures
-from affect_memory.memory.export import DEFAULT_LIST_LIMIT, check_page, exported_records
-from affect_memory.memory.filters import WhereInput, parse_where
-from affect_memory.memory.index.memory_index import MemoryIndex
-from affect_memory.memory.index.opening import open_backend, resolve_index
-from affect_memory.memory.layout import DEFAULT_COLLECTION, check_prefix, user_collection_name
-from affect_memory.memory.location import (
+from affect_memory.memory.chroma.layout import (
+    DEFAULT_COLLECTION,
+    check_prefix,
+    user_collection_name,
+)
+from affect_memory.memory.chroma.location import (
     DEFAULT_TIMEOUT,
     check_index_cache,
     check_timeout,
     parse_location,
 )
+from affect_memory.memory.chroma.rows import records_of
+from affect_memory.memory.chroma.segment_repair import repair_segments
+from affect_memory.memory.chroma.worker import StoreWorker
+from affect_memory.memory.chroma.writes import BatchWriter, chunks
+from affect_memory.memory.erasure import ErasureReport, erase_user, finish_pending_erasures
+from affect_memory.memory.export import DEFAULT_LIST_LIMIT, check_page, exported_records
+from affect_memory.memory.filters import WhereInput, parse_where
+from affect_memory.memory.index.memory_index import MemoryIndex
+from affect_memory.memory.index.storage.opening import open_backend, resolve_index
 from affect_memory.memory.problems import problems_message
 from affect_memory.memory.recall.life_topics import TopicSpace
 from affect_memory.memory.recall.pipeline import HybridRecall, RankedQuery
@@ -76,7 +89,6 @@ from affect_memory.memory.results import (
     RecallResult,
     TurnWriteReport,
     WriteReport,
-    check_candidates,
     check_ids,
     check_query,
     check_top_k,
@@ -84,12 +96,9 @@ from affect_memory.memory.results import (
     collect_recall_queries,
 )
 from affect_memory.memory.retriever import UserRetriever
-from affect_memory.memory.rows import StoredRows, records_of, rows_of
-from affect_memory.memory.segment_repair import repair_segments
 from affect_memory.memory.settings import RecallSettings, resolve_settings
 from affect_memory.memory.timestamps import normalize_timestamp
-from affect_memory.memory.worker import StoreWorker
-from affect_memory.memory.writes import BatchWriter, chunks
+from affect_memory.memory.turns import writes as turn_writes
 from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = ["QUERY_STAGES", "ChromaMemory"]
@@ -108,11 +117,11 @@ class ChromaMemory:
     (a ``chroma run`` server, for several processes). ``collection`` is the prefix the users'
     collections are named under; ``timeout`` bounds every request to a server. ``observer``
     (for benchmarks) is called with a stage of ``QUERY_STAGES`` and its duration in seconds.
-    ``index`` says where the memory index lives (``affect_memory.memory.index.opening``: by default
-    a SQLite file beside an embedded store, ``postgresql://...`` for a fleet): lexical search
-    and the authoritative recall counts, kept consistent with Chroma by every write.
+    ``index`` says where the memory index lives (``affect_memory.memory.index.storage.opening``: by
+    default a SQLite file beside an embedded store, ``postgresql://...`` for a fleet): lexical
+    search and the authoritative recall counts, kept consistent with Chroma by every write.
     ``index_cache`` bounds how many users' HNSW indexes an embedded store keeps loaded
-    (``affect_memory.memory.location``; a server's bound is the server's own setting).
+    (``affect_memory.memory.chroma.location``; a server's bound is the server's own setting).
     ``analyser`` plans each query (``affect_memory.memory.recall.plan``; English by default).
     """
 
@@ -263,7 +272,7 @@ class ChromaMemory:
         replace_new: bool = False,
     ) -> TurnWriteReport:
         """Apply one committed turn's memory writes to ``user_id``'s memories; applying the
-        same turn again changes nothing (see ``affect_memory.memory.turn_writes``)."""
+        same turn again changes nothing (see ``affect_memory.memory.turns.writes``)."""
         return turn_writes.apply_turn_writes(
             self._index,
             self._writer,
@@ -328,42 +337,6 @@ class ChromaMemory:
         moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
         return self._embed_plans(user_id, self._plans(queries, user_id, moment))
 
-    def query_rows(self, vectors: np.ndarray, user_id: str, n: int) -> list[StoredRows]:
-        """The one query path: the nearest ``n`` of ``user_id``'s memories for each vector,
-        mapped and checked, nearest first.
-
-        The user's own collection is searched without a ``where`` filter (isolation is the
-        layout's); the mapper still checks every row's owner.
-        """
-        user_id = check_user(user_id)
-        collection = self._collections.of(user_id, create=False)
-        if collection is None:
-            return [StoredRows.empty() for _ in range(len(vectors))]
-        with self._collections.backend("query memories"):
-            start = perf_counter()
-            result = collection.query(
-                query_embeddings=vectors,
-                n_results=n,
-                include=["documents", "metadatas", "distances"],
-            )
-            elapsed = perf_counter() - start
-        if self._observer is not None:
-            self._observer("chroma_query", elapsed)
-        return rows_of(result, user_id)
-
-    def candidates(
-        self, query: str, user_id: str, *, candidates: int = 32
-    ) -> tuple[MemoryCandidate, ...]:
-        """The unranked nearest memories of one user by cosine, in Chroma distance order
-        (plain vector search; ``recall`` and ``retrieve`` rank a hybrid pool)."""
-        try:
-            query = check_query(query)
-        except ValueError as error:
-            raise InvalidInputError(f"query {error}") from None
-        user_id = check_user(user_id)
-        n = check_candidates(candidates)
-        return tuple(self.query_rows(self._embed_queries([query]), user_id, n)[0].candidates())
-
     def _topics(self) -> TopicSpace:
         """The life domains as this store's embedder places them, embedded on first use."""
         space = self._topic_space
@@ -388,9 +361,10 @@ class ChromaMemory:
         whole_pool: bool = False,
         where: WhereInput = None,
     ) -> list[RankedQuery]:
-        """The one read path of recall and of the engine's retriever: plan each query, embed
-        it as the user's memories write their owner, rank
-        (``affect_memory.memory.recall.pipeline``) among the memories meeting ``where``."""
+        """The one read path of recall, ``candidates`` and the engine's retriever: plan each
+        query and embed it as the user's memories write their owner (the ``dense`` ranking: no
+        plan, the query as written), rank (``affect_memory.memory.recall.pipeline``) among the
+        memories meeting ``where``."""
         checked_where = parse_where(where)
         if self._hybrid is None:
             self._hybrid = HybridRecall(
@@ -417,18 +391,26 @@ class ChromaMemory:
             where=checked_where,
         )
 
-    def pool_candidates(
+    def candidates(
         self,
         query: str,
         user_id: str,
         *,
         mood_valence: float = 0.0,
         now: str | datetime | float | None = None,
+        candidates: int | None = None,
         settings: RecallSettings | None = None,
     ) -> tuple[MemoryCandidate, ...]:
-        """Every member of the query's recall pool, prepared for the kernel as recall scores
-        it (see ``prepared_candidates``), best first: what weight fitting and pool coverage
-        need. Read-only."""
+        """The one way to get kernel candidates: every member of the query's recall pool,
+        ranked by the recall pipeline as ``recall`` ranks it (best first), each prepared for the
+        kernel as recall scored it: its relevance as the distance ``2 (1 - relevance)`` (Chroma's
+        own distance in the ``dense`` ranking), the rule's ``age_days`` and the index's recall
+        count. So the kernel ranks them as recall does. Read-only.
+
+        ``settings`` and ``candidates`` (the dense pool size) are ``recall``'s; with
+        ``DENSE_RECALL`` the pool is Chroma's nearest ``dense_candidates`` by cosine. What weight
+        fitting, pool coverage and the benchmarks' plain vector search read.
+        """
         problems: list[str] = []
         checked = collect_recall_queries(
             [({"query": query, "user_id": user_id, "mood_valence": mood_valence}, None)],
@@ -443,7 +425,7 @@ class ChromaMemory:
             [checked[0].mood_valence],
             now=moment,
             top_k=1,
-            settings=resolve_settings(settings),
+            settings=resolve_settings(settings, candidates=candidates),
             whole_pool=True,
         )
         return ranked[0].candidates()
@@ -453,12 +435,16 @@ class ChromaMemory:
     ) -> RankedQuery:
         """An engine request ranked as ``recall`` ranks its query: the ``request.limit`` best
         (at most 64) of ``user_id``'s memories, with ``request.weights`` when given, else the
-        settings' weights."""
+        settings' weights.
+
+        A message longer than a query may be (the engine admits longer ones) is searched by its
+        first ``MAX_TEXT_CHARS`` characters, rather than failing the turn; the embedder reads
+        far fewer than that anyway."""
         user_id = check_user(user_id)
         settings = resolve_settings(settings)
         moment = normalize_timestamp(request.now, field="now").moment
         try:
-            query = check_query(request.query)
+            query = check_query(request.query[:MAX_TEXT_CHARS])
         except ValueError as error:
             raise InvalidInputError(f"query {error}") from None
         ranked = self._ranked(
@@ -472,30 +458,6 @@ class ChromaMemory:
         )
         return ranked[0]
 
-    def prepared_candidates(
-        self,
-        request: RetrievalInput,
-        user_id: str,
-        *,
-        settings: RecallSettings | None = None,
-    ) -> tuple[MemoryCandidate, ...]:
-        """The ``request.limit`` best of ``user_id``'s memories for an engine that ranks them
-        itself, as the kernel candidates recall scored them (its relevance as the distance
-        ``2 (1 - relevance)``, the rule's ``age_days``, the index's recall count), so the
-        kernel's ranking of them is recall's."""
-        return self._prepared(request, user_id, settings).candidates()
-
-    def prepared_ranking(
-        self,
-        request: RetrievalInput,
-        user_id: str,
-        *,
-        settings: RecallSettings | None = None,
-    ) -> tuple[ScoredCandidate, ...]:
-        """The ``request.limit`` best of ``user_id``'s memories as recall ranks them, best
-        first, each scored with its parts: what an engine turn takes as it is."""
-        return self._prepared(request, user_id, settings).scored()
-
     async def retrieve(
         self,
         request: RetrievalInput,
@@ -506,14 +468,14 @@ class ChromaMemory:
     ) -> tuple[MemoryCandidate, ...]:
         """Candidates for an engine request from ``user_id``'s memories; unscoped is refused.
 
-        The ``request.limit`` best (at most 64) of the recall pool, prepared as
-        ``prepared_candidates`` says; ``candidates`` sets the dense pool size. Embedding and
-        the queries run in a worker thread so the event loop keeps serving other
-        conversations.
+        The ``request.limit`` best (at most 64) of the recall pool, prepared as ``candidates``
+        prepares them (so the kernel's ranking of them is recall's); ``candidates`` sets the
+        dense pool size. Embedding and the queries run in a worker thread so the event loop
+        keeps serving other conversations.
         """
-        resolved = self._scoped(user_id, candidates, settings)
+        user, resolved = self._scoped(user_id, candidates, settings)
         return await asyncio.to_thread(
-            self.prepared_candidates, request, resolved[0], settings=resolved[1]
+            lambda: self._prepared(request, user, resolved).candidates()
         )
 
     async def retrieve_ranked(
@@ -524,12 +486,11 @@ class ChromaMemory:
         candidates: int | None = None,
         settings: RecallSettings | None = None,
     ) -> tuple[ScoredCandidate, ...]:
-        """An engine request's best memories from ``user_id``'s, ranked as ``recall`` ranks
-        them (``prepared_ranking``), in a worker thread; unscoped is refused."""
-        resolved = self._scoped(user_id, candidates, settings)
-        return await asyncio.to_thread(
-            self.prepared_ranking, request, resolved[0], settings=resolved[1]
-        )
+        """An engine request's ``request.limit`` best memories from ``user_id``'s, best first,
+        each scored with its parts as ``recall`` scores it (what an engine turn takes as it is),
+        in a worker thread; unscoped is refused."""
+        user, resolved = self._scoped(user_id, candidates, settings)
+        return await asyncio.to_thread(lambda: self._prepared(request, user, resolved).scored())
 
     def _scoped(
         self, user_id: str | None, candidates: int | None, settings: RecallSettings | None
@@ -755,7 +716,7 @@ class ChromaMemory:
         where: WhereInput = None,
     ) -> RecallResult:
         """``recall`` for an event loop: the same result, computed in the store's worker thread
-        while the loop runs on (``affect_memory.memory.worker``)."""
+        while the loop runs on (``affect_memory.memory.chroma.worker``)."""
         call = functools.partial(
             self.recall,
             query,

@@ -1,6 +1,7 @@
 """Conversation state stores: state, transcript and outbox of each conversation, committed whole.
 
-``sqlite`` serves one host (file locks, WAL) with its ``sqlite_*`` parts and ``file_locks``;
-``postgres`` serves many hosts (advisory locks on a shared server) with its ``postgres_*``
-parts. ``common`` holds what both write and read the same way.
+``sqlite`` serves one host (file locks, WAL) with its ``sqlite_*`` parts; ``postgres`` serves
+many hosts (advisory locks on a shared server) with its ``postgres_*`` parts. ``common`` holds
+what both write and read the same way; ``location`` parses where a store lives. Connection
+pools and file locks are shared with the memory index (``affect_memory.db``).
 """

@@ -32,6 +32,10 @@ Durability: a returned commit is a committed PostgreSQL transaction (with the se
 ``synchronous_commit``). PostgreSQL text cannot hold NUL characters, so messages,
 conversation ids and outbox ids or topics containing one are refused before anything is
 written.
+
+The module is about 460 lines because the store's every method runs under the locking and
+reconnection rules above, on one leased connection; split, a method could be read without the rule
+it depends on.
 """
 
 from __future__ import annotations
@@ -55,6 +59,16 @@ except ImportError as missing:  # pragma: no cover - depends on the installed ex
         "PostgresStateStore needs psycopg 3 and psycopg-pool: pip install 'affect-memory[postgres]'"
     ) from missing
 
+from affect_memory.db import DEFAULT_POOL_SIZE
+from affect_memory.db.location import redacted
+from affect_memory.db.postgres_connections import (
+    SCHEMA_NAME,
+    Connection,
+    check_storable,
+    connect_first,
+    display,
+    one_line,
+)
 from affect_memory.kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
 from affect_memory.kernel.bounds import check_conversation_id, check_limit
 from affect_memory.kernel.clock import Clock, utc_now
@@ -72,17 +86,8 @@ from affect_memory.state.common import (
     encode_payload,
     encode_state,
 )
-from affect_memory.state.postgres_connections import (
-    Connection,
-    check_storable,
-    connect_first,
-    display,
-    one_line,
-    redacted,
-)
 from affect_memory.state.postgres_schema import (
     DEFAULT_SCHEMA,
-    SCHEMA_NAME,
     SCHEMA_VERSION,
     Statements,
     migrate,
@@ -123,7 +128,7 @@ class PostgresStateStore(ClosingStore):
         *,
         schema: str = DEFAULT_SCHEMA,
         lock_timeout: float = 30.0,
-        pool_size: int = 10,
+        pool_size: int = DEFAULT_POOL_SIZE,
         connect_timeout: float = 10.0,
         clock: Clock = utc_now,
     ) -> None:

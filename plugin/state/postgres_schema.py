@@ -10,19 +10,17 @@ opening twice is a no-op. A newer or unknown version is refused in one line.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
+from affect_memory.db.postgres_connections import Connection, one_line
 from affect_memory.kernel.errors import StateStoreError
-from affect_memory.state.postgres_connections import Connection, one_line
 
 __all__ = [
     "DEFAULT_SCHEMA",
-    "SCHEMA_NAME",
     "SCHEMA_VERSION",
     "TABLES",
     "Statements",
@@ -81,8 +79,6 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
 )
 TABLES = ("conversations", "messages", "outbox", "conversation_users")
 """The store's tables, besides ``schema_version``."""
-SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-"""What a schema name may be: a lower-case PostgreSQL identifier."""
 _MIGRATION_LOCK_CLASS = 0x41464D4D
 """First half of the two-int advisory key that serializes migrations ('AFMM')."""
 

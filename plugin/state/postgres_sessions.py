@@ -27,10 +27,10 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from affect_memory.db.postgres_connections import Connection, cancel_quietly, one_line, open_pool
 from affect_memory.errors import LockTimeoutError
 from affect_memory.kernel.errors import StateStoreError, shown
 from affect_memory.state.common import when_done
-from affect_memory.state.postgres_connections import Connection, cancel_quietly, configure, one_line
 from affect_memory.state.postgres_schema import Statements
 
 __all__ = [
@@ -126,15 +126,8 @@ class Sessions:
             weakref.WeakValueDictionary()
         )
         self._gates_guard = threading.Lock()
-        self._pool: ConnectionPool[Connection] = ConnectionPool(
-            url,
-            kwargs=kwargs,
-            min_size=1,
-            max_size=pool_size,
-            open=True,
-            configure=configure,
-            name=f"affect-memory:{schema}",
-            timeout=lock_timeout,
+        self._pool: ConnectionPool[Connection] = open_pool(
+            url, kwargs, name=f"affect-memory:{schema}", timeout=lock_timeout, pool_size=pool_size
         )
         self._pool_size = pool_size
         self.work = concurrent.futures.ThreadPoolExecutor(

@@ -27,6 +27,9 @@ Single host only: file locks and WAL need every process on one machine and a loc
 The store and its transaction stay in one module (about 470 lines) because they share private
 state: what a transaction first read, checked again at commit, and the store's read cache.
 Locks, connections, the read cache and the schema are modules of their own.
+
+The module is about 540 lines because the store's methods share the file-lock and short-transaction
+rules above; split, a method could be read without the rule it depends on.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from datetime import UTC
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from affect_memory.db.file_locks import FileLocks, release
+from affect_memory.db.sqlite_connections import SQLiteConnections
 from affect_memory.kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
 from affect_memory.kernel.bounds import check_conversation_id, check_limit
 from affect_memory.kernel.clock import Clock, utc_now
@@ -59,8 +64,6 @@ from affect_memory.state.common import (
     encode_state,
     when_done,
 )
-from affect_memory.state.file_locks import FileLocks, release
-from affect_memory.state.sqlite_connections import SQLiteConnections
 from affect_memory.state.sqlite_reads import ReadCache
 from affect_memory.state.sqlite_schema import SCHEMA_VERSION, migrate
 from affect_memory.state.user_links import (
@@ -159,8 +162,8 @@ class SQLiteStateStore(ClosingStore):
             self._path,
             busy_timeout=float(busy_timeout),
             synchronous=synchronous,
-            locks=self._locks,
-            write_lock=str(self._lock_dir / "write.lock"),
+            refused=lambda error: StateStoreError(f"cannot open {self._path}: {error}; {_HINT}"),
+            write_lock=(self._locks, str(self._lock_dir / "write.lock")),
             hint=_HINT,
         )
         try:

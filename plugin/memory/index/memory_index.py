@@ -10,6 +10,10 @@ Before a user's first read in a process, and whenever the journal shows an entry
 left, the index settles that user against Chroma (if no live writer holds the user's lock;
 otherwise that writer will): journal entries first, then a backfill when Chroma holds a
 different number of memories (a store written before the index, a migrated collection).
+
+The module is about 450 lines because it is the one object the store talks to: its reads, its writes
+and the settling before a user's first read share the per-user state (keys, settled users, the
+postings cache) kept here.
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from affect_memory.kernel.errors import InvalidInputError, shown
-from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.chroma.collections import UserCollections
+from affect_memory.memory.chroma.layout import user_collection_name
 from affect_memory.memory.filters import MemoryFilter
-from affect_memory.memory.index.backend import Backend, Tx
-from affect_memory.memory.index.documents import ensure_user
-from affect_memory.memory.index.journal import entries
-from affect_memory.memory.index.lexical import (
+from affect_memory.memory.index.consistency.documents import ensure_user
+from affect_memory.memory.index.consistency.journal import entries
+from affect_memory.memory.index.consistency.rehearsal import (
+    RecallOutcome,
+    Rehearsal,
+    read_rehearsal,
+    record_recalls,
+)
+from affect_memory.memory.index.consistency.session import WriteSession
+from affect_memory.memory.index.consistency.sync import SyncReport, backfill, index_held, reconcile
+from affect_memory.memory.index.lexical.search import (
     FilteredMembers,
     LexicalHits,
     PostingsCache,
@@ -34,16 +46,8 @@ from affect_memory.memory.index.lexical import (
     filtered_members,
     search,
 )
-from affect_memory.memory.index.rehearsal import (
-    RecallOutcome,
-    Rehearsal,
-    read_rehearsal,
-    record_recalls,
-)
-from affect_memory.memory.index.schema import user_key
-from affect_memory.memory.index.session import WriteSession
-from affect_memory.memory.index.sync import SyncReport, backfill, index_held, reconcile
-from affect_memory.memory.layout import user_collection_name
+from affect_memory.memory.index.storage.backend import Backend, Tx
+from affect_memory.memory.index.storage.schema import user_key
 from affect_memory.memory.results import check_ids, check_user
 from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
 

@@ -1,10 +1,10 @@
-"""Recall's ranking: stored rows through the kernel's one ranking path, out as ``RecallHit``s.
+"""Recall's hits: ranked rows out as ``RecallHit``s that explain their scores.
 
-The rows' columns go to ``affect_memory.kernel.batch.rank_columns`` as they are, the path an engine
-turn's candidates take too, so a recall and a turn over the same memories give the same bits.
-``rank_rows`` ranks rows as Chroma returned them, aged by the calendar (the dense recall);
-``explained_hits`` turns a hybrid ranking (``affect_memory.memory.recall.pipeline``) into hits that
-carry what each similarity was made of and why each memory was aged as it was.
+The pipeline (``affect_memory.memory.recall.pipeline``) ranks rows through the kernel's one
+ranking path (``affect_memory.kernel.batch.rank_columns``), the path an engine turn's candidates
+take too, so a recall and a turn over the same memories give the same bits; ``explained_hits``
+turns that ranking, hybrid or dense, into hits that carry what each similarity was made of and
+why each memory was aged as it was.
 """
 
 from __future__ import annotations
@@ -16,17 +16,12 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
-from affect_memory.kernel.batch import RankedColumns, rank_columns
-from affect_memory.kernel.retrieval import (
-    DEFAULT_RETRIEVAL_WEIGHTS,
-    SECONDS_PER_DAY,
-    RetrievalWeights,
-)
+from affect_memory.kernel.batch import RankedColumns
+from affect_memory.memory.chroma.rows import StoredRows
 from affect_memory.memory.recall.plan import PlanKind
 from affect_memory.memory.results import RecallHit, Relevance
-from affect_memory.memory.rows import StoredRows
 
-__all__ = ["CALENDAR_RULE", "Explanation", "explained_hits", "rank_rows"]
+__all__ = ["CALENDAR_RULE", "Explanation", "explained_hits"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -112,36 +107,3 @@ def explained_hits(
         )
         for i in ranked.order
     )
-
-
-def rank_rows(
-    rows: StoredRows,
-    now: datetime,
-    *,
-    mood_valence: float = 0.0,
-    limit: int = 6,
-    congruence_on: bool = True,
-    weights: RetrievalWeights = DEFAULT_RETRIEVAL_WEIGHTS,
-) -> tuple[RecallHit, ...]:
-    """The best ``limit`` of ``rows`` (as Chroma returned them) at ``now`` under a mood, aged
-    by the calendar, each with its score breakdown."""
-    if not len(rows):
-        return ()
-    columns = rows.columns
-    ranked = rank_columns(
-        columns,
-        now,
-        mood_valence=mood_valence,
-        limit=limit,
-        congruence_on=congruence_on,
-        weights=weights,
-    )
-    calendar = (now.timestamp() - columns.epochs) / SECONDS_PER_DAY
-    explanation = Explanation(
-        distances=columns.distances,
-        ages=calendar,
-        calendar_ages=calendar,
-        reasons=[CALENDAR_RULE] * len(rows),
-        last_recalled=np.full(len(rows), np.nan),
-    )
-    return explained_hits(rows, ranked, explanation)

@@ -33,6 +33,14 @@ it and ``top_k`` of them come back whenever that many exist.
 The ``dense`` ranking is recall as it was: Chroma's nearest, its distance as is, aged by the
 calendar. An engine turn takes this same ranking as it is (``RankedQuery.scored``), so a turn
 and a recall surface the same memories with the same scores.
+
+This is the one candidate path: ``ChromaMemory``'s recall, its ``candidates`` (the whole pool,
+``RankedQuery.candidates``) and its engine retrieval, the benchmarks through them, and an
+adopted collection's recall (``affect_memory.memory.admin.adopted_reads``) all rank here.
+
+The module is about 690 lines because the steps above share one query's pool, relevance and
+scoring state through the pruned fetch's callback; the pieces that stand alone already live
+in the modules each step names.
 """
 
 from __future__ import annotations
@@ -50,7 +58,7 @@ from affect_memory.kernel.batch import RankedColumns, rank_columns
 from affect_memory.kernel.engine import StageObserver
 from affect_memory.kernel.models import MemoryCandidate
 from affect_memory.kernel.retrieval import SECONDS_PER_DAY, RetrievalWeights, ScoredCandidate
-from affect_memory.memory.collections import UserCollections
+from affect_memory.memory.chroma.rows import StoredRows, rows_from_query
 from affect_memory.memory.filters import MemoryFilter
 from affect_memory.memory.recall.change_cues import change_word
 from affect_memory.memory.recall.explanation import CALENDAR_RULE, Explanation, explained_hits
@@ -62,6 +70,7 @@ from affect_memory.memory.recall.pool import (
     MemoryIndexReads,
     QueryPool,
     Rehearsal,
+    UserCollectionReads,
     chroma_vector,
     dense_pools,
     index_vectors,
@@ -82,7 +91,6 @@ from affect_memory.memory.recall.time_rule import (
     state_similarity,
 )
 from affect_memory.memory.results import RecallHit
-from affect_memory.memory.rows import StoredRows, rows_from_query
 from affect_memory.memory.settings import RecallSettings
 
 __all__ = ["HybridRecall", "RankedQuery"]
@@ -214,7 +222,7 @@ class HybridRecall:
 
     def __init__(
         self,
-        collections: UserCollections,
+        collections: UserCollectionReads,
         index: MemoryIndexReads,
         *,
         observer: StageObserver | None = None,

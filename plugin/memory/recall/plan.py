@@ -34,6 +34,10 @@ query with the owner written each way a memory may write them (first person, "th
 name), whose embeddings recall averages weighted by how the user's own memories write the owner
 (``form_weights``): a question is matched as the memories are written, whichever way the
 question was asked.
+
+The module is about 480 lines because the analyser's readings (subject, tense, period, kind) share
+one lexicon and decide together which cue wins; split, that order could no longer be read in one
+place.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from functools import cache
 from typing import Literal, Protocol
 
 from affect_memory.kernel.errors import InvalidInputError, shown
-from affect_memory.memory.index.analyzer import words
+from affect_memory.memory.index.lexical.analyzer import words
 from affect_memory.memory.recall.lexicon import load_lexicon
 from affect_memory.memory.recall.periods import named_period
 

@@ -10,19 +10,23 @@ holds of them, read in the lexical search's own snapshot. Only a member whose em
 index lacks (written before it kept them) or holds of another dimension than the query's, or
 whose write or forget is in flight (a pending journal entry), is read from Chroma by id,
 embeddings only. Either way the cosine is computed from the values Chroma's client returned
-(``affect_memory.memory.index.documents.embedding_bytes``: an index written through an embedded
-client and read through an HTTP one, or the reverse, differs from Chroma's values in their
+(``affect_memory.memory.index.consistency.documents.embedding_bytes``: an index written through an
+embedded client and read through an HTTP one, or the reverse, differs from Chroma's values in their
 last bits), in the index's document order, which is the order Chroma's ``get`` returns them
 in (the index numbers memories as they are written, and a backfill in Chroma's own order; a
 crash's reconcile, which goes by id, may differ, which only exact ties of score could show).
 So the pool is the same bits as a Chroma read's. An id Chroma no longer holds drops out as
 before: the index holds exactly Chroma's ids except while a forget is in flight, and such an
 id is the one read from Chroma.
+
+The module is about 420 lines because it also types what a pool is read from (the user's
+collection, the memory index and what each returns), beside the pool those reads fill.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -40,6 +44,7 @@ __all__ = [
     "MemoryIndexReads",
     "QueryPool",
     "Rehearsal",
+    "UserCollectionReads",
     "chroma_vector",
     "dense_pools",
     "index_vector",
@@ -160,6 +165,20 @@ class FilteredMembers(Protocol):
     @property
     def vectors(self) -> Sequence[bytes | None]:
         """The index's embedding of each of ``ids`` (None: read it from Chroma)."""
+        ...
+
+
+class UserCollectionReads(Protocol):
+    """Where recall finds each user's Chroma collection (``UserCollections``; an adopted
+    collection's reader, ``affect_memory.memory.admin.adopt``, is one too)."""
+
+    def of(self, user_id: str, *, create: bool) -> Any | None:
+        """``user_id``'s collection (Chroma's ``query`` and ``get``), or None when they have
+        none."""
+        ...
+
+    def backend(self, action: str) -> AbstractContextManager[None]:
+        """Translate the backend's failures within into errors that say what failed."""
         ...
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 import numpy as np
@@ -159,13 +158,7 @@ def test_threshold_is_honoured_both_ways(embedder: Any) -> None:
     assert high.scores["ABUSE"] == max(high.scores.values())
 
 
-def test_parameters_are_validated() -> None:
-    with pytest.raises(AffectMemoryError, match="threshold"):
-        GateParams(threshold=math.nan)
-    with pytest.raises(AffectMemoryError, match="top_k"):
-        GateParams(top_k=0)
-    with pytest.raises(AffectMemoryError, match="min_confidence"):
-        GateParams(min_confidence=1.5)
+def test_the_gate_validates_its_parameters() -> None:
     with pytest.raises(AffectMemoryError, match="retrieve_threshold"):
         EmbeddingIntentGate(embedder=TableEmbedder({}), retrieve_threshold=True)  # type: ignore[arg-type]
 
@@ -268,3 +261,25 @@ def test_a_huge_bad_value_is_echoed_cut() -> None:
         preset.with_intent(huge.lower(), ["an example"])
     assert "(100000 characters)" in str(refused.value)
     assert len(str(refused.value)) < 500
+
+
+# -- whether to retrieve ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "retrieve"),
+    [
+        ("How do volcanoes form?", True),  # a question
+        ("Did I ever tell you about my brother", True),  # a question and the past
+        ("My sister and I had that same fight again", True),  # the past
+        ("I've been feeling so hopeless and alone", True),  # VULNERABILITY
+        ("lol nice", False),
+        ("you worthless idiot", False),
+        ("k", False),
+        ("I'm sorry for being rude", False),
+    ],
+)
+def test_should_retrieve_follows_the_documented_rule(
+    gate: EmbeddingIntentGate, text: str, retrieve: bool
+) -> None:
+    assert gate.classify(text).should_retrieve is retrieve

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from affect_memory.memory.index.schema import TABLES
+from affect_memory.memory.index.storage.schema import TABLES
 from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder

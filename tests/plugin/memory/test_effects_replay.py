@@ -14,8 +14,8 @@ from affect_memory.errors import StoreUnavailableError
 from affect_memory.kernel import AffectState, EmotionMap, Message, TurnRecord
 from affect_memory.kernel.adapters import InMemoryStateStore
 from affect_memory.kernel.protocols import OutboxItem, StateStore
-from affect_memory.memory.effects import MEMORY_TOPIC, MemoryTurnEffects
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.turns.effects import MEMORY_TOPIC, MemoryTurnEffects
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from affect_memory.state.sqlite import SQLiteStateStore
 

@@ -20,8 +20,8 @@ from affect_memory.memory.filters import (
     parse_where,
     value_key,
 )
-from affect_memory.memory.index.lexical import FilteredMembers
-from affect_memory.memory.index.schema import FIELDS_LEVEL
+from affect_memory.memory.index.lexical.search import FilteredMembers
+from affect_memory.memory.index.storage.schema import FIELDS_LEVEL
 from affect_memory.memory.recall.pool import QueryPool, with_filtered
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from affect_memory.errors import StoreUnavailableError
-from affect_memory.memory.location import open_client, parse_location
-from affect_memory.memory.locks import LOCK_FILE, PathLock, holder_pids
+from affect_memory.memory.chroma.location import open_client, parse_location
+from affect_memory.memory.chroma.locks import LOCK_FILE, PathLock, holder_pids
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -105,3 +105,16 @@ def test_a_retriever_that_only_ranks_is_accepted_and_asked_for_the_limit_it_need
 def test_a_store_refuses_an_analyser_without_the_methods_it_calls(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="analyser must provide plan and form_terms"):
         ChromaMemory(tmp_path / "chroma", analyser=object())  # type: ignore[arg-type]
+
+
+def test_a_message_longer_than_a_query_is_searched_by_its_opening(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    opening = "Where do I live?"
+    message = opening + " " + "and then some more words of a long story. " * 200
+    assert len(message) > 4096  # longer than a query, shorter than the engine's limit
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(sample_records())
+        ranked, _ = _turn(memory.retriever_for("alice"), message)
+        expected = memory.recall(message[:4096], "alice", now=NOW, top_k=6).results
+        assert ranked and [ident for ident, _ in ranked] == [hit.id for hit in expected]

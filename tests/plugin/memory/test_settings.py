@@ -125,8 +125,8 @@ RECALL_MODULES = (
     "affect_memory.memory.recall.pruning",
     "affect_memory.memory.recall.explanation",
     "affect_memory.memory.recall.plan",
-    "affect_memory.memory.index.bm25",
-    "affect_memory.memory.index.lexical",
+    "affect_memory.memory.index.lexical.bm25",
+    "affect_memory.memory.index.lexical.search",
 )
 """The modules of recall's read path."""
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.metrics import reciprocal_rank
 from affect_memory.models.embeddings import Embedder
 
 CORPORA = Path(__file__).resolve().parents[3] / "fixtures" / "stale_current"
@@ -45,10 +46,10 @@ def test_a_corpus_keeps_its_current_facts_first(
         results = memory.recall_many(
             [{"query": p["query"], "user_id": p["user_id"]} for p in probes], now=NOW, top_k=10
         )
-    reciprocal = []
-    for probe, result in zip(probes, results, strict=True):
-        ids = [hit.id for hit in result.results]
-        reciprocal.append(1.0 / (ids.index(probe["current"]) + 1) if probe["current"] in ids else 0)
+    reciprocal = [
+        reciprocal_rank([hit.id for hit in result.results], {probe["current"]})
+        for probe, result in zip(probes, results, strict=True)
+    ]
     assert sum(reciprocal) / len(reciprocal) >= MEASURED[name] - 0.02
 
 
@@ -66,10 +67,10 @@ def _mean_mrr(memory: ChromaMemory, probes: list[dict[str, Any]]) -> float:
     results = memory.recall_many(
         [{"query": p["query"], "user_id": p["user_id"]} for p in probes], now=NOW, top_k=10
     )
-    reciprocal = []
-    for probe, result in zip(probes, results, strict=True):
-        ids = [hit.id for hit in result.results]
-        reciprocal.append(1.0 / (ids.index(probe["current"]) + 1) if probe["current"] in ids else 0)
+    reciprocal = [
+        reciprocal_rank([hit.id for hit in result.results], {probe["current"]})
+        for probe, result in zip(probes, results, strict=True)
+    ]
     return sum(reciprocal) / len(reciprocal)
 
 

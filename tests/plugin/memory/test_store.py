@@ -22,10 +22,10 @@ from affect_memory.errors import (
     StoreUnavailableError,
     WrongSpaceError,
 )
-from affect_memory.memory.location import open_client, parse_location
-from affect_memory.memory.locks import LOCK_FILE
+from affect_memory.memory.chroma.location import open_client, parse_location
+from affect_memory.memory.chroma.locks import LOCK_FILE
+from affect_memory.memory.chroma.writes import PROGRESS_MIN
 from affect_memory.memory.store import ChromaMemory
-from affect_memory.memory.writes import PROGRESS_MIN
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 

@@ -48,7 +48,11 @@ from affect_memory.state.postgres import (  # noqa: E402
     PostgresStateStore,
     conversation_lock_key,
 )
-from tests.contracts.state_store_contract import StateStoreContract, StoreFactory  # noqa: E402
+from tests.contracts.state_store_contract import (  # noqa: E402
+    StateStoreContract,
+    StoreFactory,
+    WaitWatch,
+)
 from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,6 +90,10 @@ class TestPostgresStateStore(StateStoreContract):
     def make_store(self, open_store: Opener) -> StoreFactory:
         return open_store
 
+    @pytest.fixture
+    def watch_waits(self, url: str, schema: str) -> WaitWatch:
+        return lambda _store, conversation: until_waiting(url, schema, conversation)
+
 
 @pytest.fixture
 def store(open_store: Opener) -> PostgresStateStore:
@@ -112,6 +120,40 @@ def is_held(url: str, schema: str, conversation: str) -> bool:
         if row[0]:
             connection.execute("SELECT pg_advisory_unlock(%s)", (key,))
     return not row[0]
+
+
+def waiters(url: str, schema: str, conversation: str) -> int:
+    """How many sessions wait (not granted) for the conversation's lock."""
+    return _waiting_for_key(url, conversation_lock_key(schema, conversation))
+
+
+def _waiting_for_key(url: str, key: int) -> int:
+    """How many sessions wait (not granted) for the advisory lock ``key``."""
+    rows = run_sql(
+        url,
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+        "AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s",
+        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+    )
+    return int(rows[0][0])
+
+
+async def until(condition: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    """Return once ``condition()`` holds, polling; fail naming ``what`` past ``within`` seconds
+    (a bound for a loaded machine: the conditions polled here come true in milliseconds)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} within {within:g} s")
+        await asyncio.sleep(0.01)
+
+
+async def until_waiting(url: str, schema: str, conversation: str, count: int = 1) -> None:
+    """Return once ``count`` sessions wait at the server for the conversation's lock."""
+    await until(
+        lambda: waiters(url, schema, conversation) >= count,
+        f"{count} session(s) never waited for {conversation!r}",
+    )
 
 
 def holder_activity(url: str, schema: str, conversation: str) -> tuple[int, str, object]:
@@ -473,7 +515,12 @@ async def test_a_pooled_connection_the_server_dropped_is_replaced(
         (name,),
     )
     assert dropped and all(ok for (ok,) in dropped)
-    await asyncio.sleep(0.1)
+    await until(  # pg_terminate_backend only signals: wait for the session to be gone
+        lambda: not run_sql(
+            url, "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ),
+        "the terminated session never went away",
+    )
     assert await _transcript(store, "c1") == ["hello"]
     assert await store.pending_outbox("memory") == ()
 
@@ -553,9 +600,20 @@ async def test_repeated_timeouts_leak_no_connection(open_store: Opener) -> None:
         await transaction.commit(state=None, messages=_messages("after"))
 
 
-async def test_waiters_for_one_conversation_do_not_use_up_the_pool(open_store: Opener) -> None:
+async def test_waiters_for_one_conversation_do_not_use_up_the_pool(
+    open_store: Opener, url: str, schema: str
+) -> None:
     holder, busy = open_store(), open_store(pool_size=2, lock_timeout=30)
     entered: list[int] = []
+    asked = 0
+    acquire = busy._sessions.acquire
+
+    async def counting_acquire(*args: Any) -> Any:
+        nonlocal asked
+        asked += 1
+        return await acquire(*args)
+
+    busy._sessions.acquire = counting_acquire  # type: ignore[method-assign]
 
     async def wait_for_hot(n: int) -> None:
         async with busy.transaction("hot") as transaction:
@@ -564,7 +622,9 @@ async def test_waiters_for_one_conversation_do_not_use_up_the_pool(open_store: O
 
     async with Holder(holder, "hot"):
         waiters = [asyncio.create_task(wait_for_hot(n)) for n in range(5)]
-        await asyncio.sleep(0.3)  # let every waiter queue up
+        # Every waiter has asked for the lock, and one of them waits for it at the server.
+        await until(lambda: asked == 5, "the waiters never all asked for the lock")
+        await until_waiting(url, schema, "hot")
         async with asyncio.timeout(5), busy.transaction("cold") as transaction:
             await transaction.commit(state=None, messages=_messages("cold"))
         assert entered == []
@@ -579,7 +639,7 @@ async def test_a_cancelled_waiter_does_not_keep_the_lock(
     holder, waiter_store = open_store(), open_store(pool_size=1)
     async with Holder(holder, "c1"):
         waiter = asyncio.create_task(waiter_store.transaction("c1").__aenter__())
-        await asyncio.sleep(0.3)  # now blocked in pg_advisory_lock on the server
+        await until_waiting(url, schema, "c1")  # blocked in pg_advisory_lock on the server
         assert not waiter.done()
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -606,40 +666,40 @@ async def test_one_store_serializes_tasks_of_one_conversation(store: PostgresSta
     assert await _transcript(store, "counter") == [str(n) for n in range(40)]
 
 
-async def _wait_for_sleeping_backend(url: str) -> None:
-    for _ in range(500):
-        if run_sql(url, "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'"):
-            return
-        await asyncio.sleep(0.01)
-    pytest.fail("the slowed commit never started")
-
-
 async def test_a_commit_cancelled_mid_write_keeps_the_lock_until_the_write_ends(
     store: PostgresStateStore, url: str, schema: str
 ) -> None:
+    import psycopg
+
+    # The commit's INSERT blocks on a lock this test holds, until the test lets it go.
+    gate = conversation_lock_key(schema, "the test's gate on the commit")
     run_sql(
         url,
-        f'CREATE FUNCTION "{schema}".slow() RETURNS trigger LANGUAGE plpgsql AS '
-        "$$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$",
+        f'CREATE FUNCTION "{schema}".gated() RETURNS trigger LANGUAGE plpgsql AS '
+        f"$$ BEGIN PERFORM pg_advisory_xact_lock({gate}); RETURN NEW; END $$",
     )
     run_sql(
         url,
-        f'CREATE TRIGGER slow AFTER INSERT ON "{schema}".messages '
-        f'FOR EACH STATEMENT EXECUTE FUNCTION "{schema}".slow()',
+        f'CREATE TRIGGER gated AFTER INSERT ON "{schema}".messages '
+        f'FOR EACH STATEMENT EXECUTE FUNCTION "{schema}".gated()',
     )
 
     async def turn() -> None:
         async with store.transaction("c1") as transaction:
             await transaction.commit(state=None, messages=_messages("late"))
 
-    task = asyncio.create_task(turn())
-    await _wait_for_sleeping_backend(url)
-    task.cancel()
-    await asyncio.sleep(0.2)
-    # The write still runs: the cancelled turn keeps the lock and ends only when it is done.
-    assert not task.done()
-    assert is_held(url, schema, "c1")
-    assert stored(url, schema, "c1")[1] == []
+    with psycopg.connect(url, autocommit=True) as gatekeeper:
+        gatekeeper.execute("SELECT pg_advisory_lock(%s)", (gate,))
+        task = asyncio.create_task(turn())
+        await until(lambda: _waiting_for_key(url, gate) == 1, "the commit never reached the gate")
+        task.cancel()
+        # The write cannot end while the gate is shut: a turn that let go of its lock (or ended)
+        # on cancellation would show it within this window.
+        done, _ = await asyncio.wait({task}, timeout=0.5)
+        assert not done
+        assert is_held(url, schema, "c1")
+        assert stored(url, schema, "c1")[1] == []
+        gatekeeper.execute("SELECT pg_advisory_unlock(%s)", (gate,))
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not is_held(url, schema, "c1")
@@ -819,18 +879,6 @@ def test_a_worker_killed_mid_turn_releases_the_conversation(url: str, schema: st
     state, transcript = stored(url, schema, "victim")
     assert [content for _, content in transcript[::2]] == [message_for(0, 0), message_for(2, 0)]
     assert_paired_and_replayable(state, transcript)
-
-
-def waiters(url: str, schema: str, conversation: str) -> int:
-    """How many sessions wait (not granted) for the conversation's lock."""
-    key = conversation_lock_key(schema, conversation)
-    rows = run_sql(
-        url,
-        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-        "AND objsubid = 1 AND classid::bigint = %s AND objid::bigint = %s",
-        ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
-    )
-    return int(rows[0][0])
 
 
 def test_a_turn_waiting_on_a_killed_holder_completes_once_its_connection_drops(

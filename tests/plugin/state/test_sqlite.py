@@ -30,7 +30,8 @@ from affect_memory.kernel.engine import AffectEngine
 from affect_memory.kernel.protocols import GateResult, Message
 from affect_memory.state.sqlite import SCHEMA_VERSION
 from tests.contracts.snapshots import dump_sqlite
-from tests.contracts.state_store_contract import StateStoreContract, StoreFactory
+from tests.contracts.state_store_contract import StateStoreContract, StoreFactory, WaitWatch
+from tests.plugin.state.sqlite_waits import watch_waits
 
 
 class TestSQLiteStateStore(StateStoreContract):
@@ -45,6 +46,10 @@ class TestSQLiteStateStore(StateStoreContract):
         yield make
         for store in stores:
             store.close()
+
+    @pytest.fixture
+    def watch_waits(self) -> WaitWatch:
+        return watch_waits
 
 
 @pytest.fixture
@@ -270,8 +275,10 @@ async def test_a_cancelled_waiter_does_not_keep_the_lock(store: SQLiteStateStore
 
     holding = asyncio.create_task(holder())
     await held.wait()
+    waits = watch_waits(store, "c1")
     waiter = asyncio.create_task(store.transaction("c1").__aenter__())
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(30):
+        await waits  # its thread blocks on the lock file now
     assert not waiter.done()
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -534,16 +541,29 @@ async def test_a_commit_cancelled_mid_write_keeps_the_lock_until_the_write_ends(
 
 async def test_a_waiter_whose_lock_file_was_removed_locks_the_file_now_there(db: Path) -> None:
     holder, waiter, latecomer = SQLiteStateStore(db), SQLiteStateStore(db), SQLiteStateStore(db)
-    release, waiter_in, latecomer_in = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    held, release, waiter_in = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    waiter_done, latecomer_in = asyncio.Event(), asyncio.Event()
+    loop_thread, opened = threading.current_thread(), threading.Event()
+    open_file = waiter._locks._open
+
+    def open_noting(path: str) -> int:
+        fd = open_file(path)
+        if threading.current_thread() is not loop_thread:
+            opened.set()  # the waiter's thread holds the file it will block on
+        return fd
+
+    waiter._locks._open = open_noting  # type: ignore[method-assign]
+    latecomer_waits = watch_waits(latecomer, "c1")
 
     async def hold() -> None:
         async with holder.transaction("c1"):
+            held.set()
             await release.wait()
 
     async def wait_then_hold() -> None:
         async with waiter.transaction("c1"):
             waiter_in.set()
-            await asyncio.sleep(0.3)
+            await waiter_done.wait()
             assert not latecomer_in.is_set(), "the latecomer got in beside the waiter"
 
     async def come_late() -> None:
@@ -552,9 +572,9 @@ async def test_a_waiter_whose_lock_file_was_removed_locks_the_file_now_there(db:
 
     try:
         holding = asyncio.create_task(hold())
-        await asyncio.sleep(0.05)
+        await held.wait()
         waiting = asyncio.create_task(wait_then_hold())
-        await asyncio.sleep(0.05)  # the waiter has opened the lock file and blocks on it
+        assert await asyncio.to_thread(opened.wait, 30), "the waiter never opened the lock file"
         assert not waiter_in.is_set()
         _lock_file(db, "c1").unlink()
         release.set()
@@ -562,6 +582,10 @@ async def test_a_waiter_whose_lock_file_was_removed_locks_the_file_now_there(db:
         async with asyncio.timeout(10):
             await waiter_in.wait()
         late = asyncio.create_task(come_late())
+        async with asyncio.timeout(10):
+            await latecomer_waits  # the new file at the path keeps the latecomer out
+        assert not latecomer_in.is_set()
+        waiter_done.set()
         async with asyncio.timeout(10):
             await waiting
             await late

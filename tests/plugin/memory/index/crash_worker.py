@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from affect_memory.memory.index import memory_index, session
+from affect_memory.memory.index import memory_index
+from affect_memory.memory.index.consistency import session
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import default_embedder
 

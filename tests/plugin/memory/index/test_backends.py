@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from affect_memory.errors import StoreError
-from affect_memory.memory.index.backend import Backend
-from affect_memory.memory.index.opening import IndexTarget, open_backend
-from affect_memory.memory.index.schema import SCHEMA_VERSION, TABLES
+from affect_memory.memory.index.storage.backend import Backend
+from affect_memory.memory.index.storage.opening import IndexTarget, open_backend
+from affect_memory.memory.index.storage.schema import SCHEMA_VERSION, TABLES
 from tests.plugin.state.postgres_fixture import run_sql, server_url, temporary_schema
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -104,7 +104,7 @@ HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from affect_memory.memory.index.opening import IndexTarget, open_backend
+    from affect_memory.memory.index.storage.opening import IndexTarget, open_backend
     kind, where, schema = sys.argv[1:4]
     target = (IndexTarget("file", path=Path(where)) if kind == "file"
               else IndexTarget("postgresql", url=where, schema=schema))

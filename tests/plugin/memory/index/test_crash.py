@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from affect_memory.memory.segment_repair import METADATA_FILE, damaged_segments
+from affect_memory.memory.chroma.segment_repair import METADATA_FILE, damaged_segments
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
 from tests.plugin.conftest import running_chroma
-from tests.plugin.memory.index.consistency import assert_consistent
+from tests.plugin.memory.index.consistency.checks import assert_consistent
 from tests.plugin.memory.index.crash_worker import KINDS, USERS, seed
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 
@@ -40,6 +40,8 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[4]
 WORKER = Path(__file__).with_name("crash_worker.py")
 READY_TIMEOUT = 180.0
+Lines = queue.Queue[str | None]
+"""A worker's stdout, line by line, then None at its end."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def setup(
 
 def _start(
     setup: Setup, mode: str, seed_value: int, *kill: str
-) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+) -> tuple[subprocess.Popen[str], Lines]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -110,22 +112,31 @@ def _start(
         env=env,
         cwd=ROOT,
     )
-    lines: queue.Queue[str] = queue.Queue()
+    lines: Lines = queue.Queue()
 
     def read() -> None:
         assert process.stdout is not None
         for line in process.stdout:
             lines.put(line.strip())
+        lines.put(None)  # the end of the worker's output
 
     threading.Thread(target=read, daemon=True).start()
     return process, lines
 
 
-def _wait_ready(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+def _next(lines: Lines, timeout: float) -> str | None:
+    """The next line, or None at the end of the output (left there for later readers)."""
+    line = lines.get(timeout=timeout)
+    if line is None:
+        lines.put(None)
+    return line
+
+
+def _wait_ready(process: subprocess.Popen[str], lines: Lines) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     while True:
         try:
-            if lines.get(timeout=0.5) == "ready":
+            if _next(lines, 0.5) == "ready":
                 return
         except queue.Empty:
             pass
@@ -137,14 +148,12 @@ def _wait_ready(process: subprocess.Popen[str], lines: queue.Queue[str]) -> None
             pytest.fail("worker never became ready")
 
 
-def _ops(lines: queue.Queue[str]) -> int:
+def _ops(lines: Lines) -> int:
+    """How many ops the rest of a dead worker's output begins (read to its end)."""
     seen = 0
-    while True:
-        try:
-            if lines.get_nowait().startswith("op "):
-                seen += 1
-        except queue.Empty:
-            return seen
+    while (line := _next(lines, READY_TIMEOUT)) is not None:
+        seen += line.startswith("op ")
+    return seen
 
 
 def kill_at_random(setup: Setup, mode: str, seed_value: int, rng: random.Random) -> int:
@@ -157,20 +166,21 @@ def kill_at_random(setup: Setup, mode: str, seed_value: int, rng: random.Random)
     time.sleep(rng.uniform(0.05, 2.5))
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-    time.sleep(0.1)
     return begun + _ops(lines)
 
 
-def _wait_ops(process: subprocess.Popen[str], lines: queue.Queue[str], count: int) -> int:
+def _wait_ops(process: subprocess.Popen[str], lines: Lines, count: int) -> int:
     """Wait until the worker has begun ``count`` ops (or ended); how many it began."""
     deadline = time.monotonic() + READY_TIMEOUT
     seen = 0
     while seen < count and process.poll() is None and time.monotonic() < deadline:
         try:
-            if lines.get(timeout=0.5).startswith("op "):
-                seen += 1
+            line = _next(lines, 0.5)
         except queue.Empty:
-            pass
+            continue
+        if line is None:
+            break
+        seen += line.startswith("op ")
     return seen
 
 
@@ -184,7 +194,6 @@ def kill_at_step(setup: Setup, mode: str, seed_value: int, point: str, call: int
         process.kill()
         pytest.fail(f"the worker never reached {point} #{call}")
     assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
-    time.sleep(0.1)
     return _ops(lines)
 
 
@@ -265,8 +274,8 @@ def test_a_kill_at_each_step_of_each_write_is_settled_on_reopening(
 
 def _journal_entries(setup: Setup) -> int:
     """Journal entries in the index as the killed worker left it (before anyone settles)."""
-    from affect_memory.memory.index.opening import open_backend, resolve_index
-    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.chroma.location import parse_location
+    from affect_memory.memory.index.storage.opening import open_backend, resolve_index
 
     spec = None if setup.index == "-" else setup.index
     backend = open_backend(resolve_index(spec, parse_location(setup.location)), lock_timeout=5)

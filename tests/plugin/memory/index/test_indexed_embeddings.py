@@ -16,7 +16,7 @@ import pytest
 from affect_memory.memory.settings import RecallSettings
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
-from tests.plugin.memory.index.consistency import assert_consistent, chroma_embeddings
+from tests.plugin.memory.index.consistency.checks import assert_consistent, chroma_embeddings
 from tests.plugin.memory.index.test_ranked_fields import NOW, QUERIES, Stages, notes
 
 NARROW = RecallSettings(dense_candidates=8, lexical_candidates=24)

@@ -20,7 +20,7 @@ import pytest
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.models import AffectState
 from affect_memory.kernel.protocols import RetrievalInput
-from affect_memory.memory.index.analyzer import document_terms, query_terms
+from affect_memory.memory.index.lexical.analyzer import document_terms, query_terms
 from affect_memory.memory.records import MAX_RECALL_COUNT
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder

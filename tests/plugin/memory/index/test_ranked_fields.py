@@ -15,8 +15,8 @@ import pytest
 from affect_memory.errors import IsolationError
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
-from tests.plugin.memory.index.consistency import assert_consistent
-from tests.plugin.memory.index.test_sync import raw_collection
+from tests.plugin.memory.index.consistency.checks import assert_consistent
+from tests.plugin.memory.index.consistency.test_sync import raw_collection
 
 STAMP = "2025-03-01T12:00:00+00:00"
 NOW = "2025-06-01T12:00:00+00:00"

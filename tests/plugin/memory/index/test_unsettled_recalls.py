@@ -22,7 +22,7 @@ from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.results import TurnWriteReport
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
-from tests.plugin.memory.index.consistency import assert_consistent
+from tests.plugin.memory.index.consistency.checks import assert_consistent
 from tests.plugin.state.postgres_fixture import server_url, temporary_schema
 
 STAMP = "2025-03-01T12:00:00+00:00"

@@ -16,7 +16,7 @@ from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSetting
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
 from tests.contracts.recall_schema import state_similarity_of
-from tests.plugin.memory.index.consistency import chroma_embeddings
+from tests.plugin.memory.index.consistency.checks import chroma_embeddings
 
 NOW = "2026-06-01T12:00:00Z"
 CORPORA = Path(__file__).resolve().parents[4] / "fixtures" / "stale_current"

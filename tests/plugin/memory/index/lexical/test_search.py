@@ -1,0 +1,104 @@
+"""The postings cache never changes a result: after any mix of adds, new texts, forgets,
+re-indexing and resets, by this or another writer, a cached search returns the same ids and
+the same score bits as an uncached one, also once the change log no longer reaches back or
+the cache is too small to hold a query's terms, whether it holds a user whole or term by term."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from affect_memory.memory.index.consistency import documents
+from affect_memory.memory.index.consistency.documents import (
+    IndexedDoc,
+    ensure_user,
+    put_docs,
+    remove_docs,
+)
+from affect_memory.memory.index.lexical.search import PostingsCache, search
+from affect_memory.memory.index.storage.backend import Backend
+from affect_memory.memory.index.storage.opening import IndexTarget, open_backend
+from tests.plugin.state.postgres_fixture import server_url, temporary_schema
+
+WORDS = (
+    "bees",
+    "garden",
+    "roof",
+    "sister",
+    "piano",
+    "lisbon",
+    "berlin",
+    "coffee",
+    "river",
+    "cat",
+    "school",
+    "painting",
+)
+KEY = 7
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        opened = open_backend(IndexTarget("file", path=tmp_path / "i.sqlite3"), lock_timeout=5)
+    else:
+        url = server_url()
+        with temporary_schema(url) as schema:
+            opened = open_backend(IndexTarget("postgresql", url=url, schema=schema), lock_timeout=5)
+            try:
+                yield opened
+            finally:
+                opened.close()
+            return
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _doc(ident: str, rng: random.Random) -> IndexedDoc:
+    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+    return IndexedDoc(ident, text, 1.0, 0, None, None, True, None)
+
+
+def _same(backend: Backend, caches: list[PostingsCache], query: str) -> None:
+    plain = backend.read(lambda tx: search(tx, KEY, query, 15, k1=1.2, b=0.75))
+    for cache in caches:
+        cached = backend.read(
+            lambda tx, cache=cache: search(tx, KEY, query, 15, cache, k1=1.2, b=0.75)
+        )
+        assert cached.ids == plain.ids, query
+        assert cached.scores.tolist() == plain.scores.tolist(), query  # the same bits
+
+
+def test_cached_searches_equal_uncached_through_every_kind_of_change(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(documents, "CHANGES_KEPT", 30)  # the log is pruned during the run
+    rng = random.Random(5)
+    backend.write(lambda tx: ensure_user(tx, KEY, "memories.ann.x", "c1", "ann"))
+    # warm holds the user whole, by_term term by term, tiny cannot hold one query's terms.
+    warm, tiny, lagging = PostingsCache(), PostingsCache(capacity=40), PostingsCache()
+    by_term = PostingsCache(whole_users=False)
+    ids = [f"m{i}" for i in range(40)]
+    for step in range(260):
+        kind = rng.random()
+        if kind < 0.45:
+            docs = [_doc(rng.choice(ids), rng) for _ in range(rng.randint(1, 5))]
+            backend.write(lambda tx, docs=docs: put_docs(tx, KEY, docs))
+        elif kind < 0.7:
+            gone = rng.sample(ids, rng.randint(1, 4))
+            backend.write(lambda tx, gone=gone: remove_docs(tx, KEY, gone))
+        elif kind < 0.72:
+            docs = [_doc(ident, rng) for ident in ids[:10]]
+            backend.write(lambda tx, docs=docs: put_docs(tx, KEY, docs, rebuild=True))
+        elif kind < 0.73:
+            recreated = f"c{step}"  # the collection was recreated: the user starts over
+            backend.write(
+                lambda tx, new=recreated: ensure_user(tx, KEY, "memories.ann.x", new, "ann")
+            )
+        query = " ".join(rng.sample(WORDS, rng.randint(1, 4)))
+        _same(backend, [warm, by_term, tiny] + ([lagging] if step % 97 == 0 else []), query)
