@@ -353,7 +353,7 @@ def _check(
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as tables: throughput and overhead, each store's share, kills, checks."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     options = report["options"]
     head = (

@@ -144,7 +144,7 @@ class FleetRun:
                     break
                 try:
                     message = slot.conn.recv()
-                except EOFError:
+                except (EOFError, OSError):  # a worker that died meanwhile: killed below
                     break
                 if message.get("event") == "stopped":
                     self.drained += int(message.get("drained", 0))
@@ -233,7 +233,11 @@ class FleetRun:
             self.failures.append(message["error"])
             task = self.tasks[message["dispatch"]]
             slot.dispatch, slot.phase = None, "idle"
-            self.queue.appendleft(self._task(task.conversation))
+            again = self._task(task.conversation)
+            self.queue.appendleft(again)
+            for kill in self.kills:  # a kill's resent turn that failed: its next try counts
+                if kill["retry"] == task.dispatch:
+                    kill["retry"] = again.dispatch
 
     def _kill(self, slot: _Slot) -> None:
         """SIGKILL the worker now, start a new one, and send its conversation's turn again."""

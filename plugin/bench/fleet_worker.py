@@ -14,14 +14,19 @@ import asyncio
 import os
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 from affect_memory.bench.common import BENCH_NOW, TimedEmbedder
+
+_T = TypeVar("_T")
+
+START_PATIENCE = 120.0
+"""Seconds a starting worker waits for an unreachable Chroma server before it gives up."""
 
 __all__ = [
     "INTENTS",
@@ -151,14 +156,16 @@ async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
         if stage in JOURNAL_STAGES:  # the index's write journal around each Chroma write
             observed["index"] += seconds
 
-    memory = ChromaMemory(
-        config.chroma_url,
-        collection=config.collection,
-        embedder=embedder,
-        observer=observe_memory,
-        timeout=60.0,
-        progress=False,
-        **options,
+    memory = await _when_up(
+        lambda: ChromaMemory(
+            config.chroma_url,
+            collection=config.collection,
+            embedder=embedder,
+            observer=observe_memory,
+            timeout=60.0,
+            progress=False,
+            **options,
+        )
     )
     _time_index(memory, observed)
     store = open_state_store(
@@ -244,6 +251,23 @@ INDEX_CALLS = ("lexical_search", "rehearsal", "newest_epoch", "record_recalls")
 
 JOURNAL_STAGES = ("index_announce", "index_settle")
 """The memory's observer stages of the index's write journal (the reads are timed as calls)."""
+
+
+async def _when_up(open_store: Callable[[], _T], *, patience: float = START_PATIENCE) -> _T:
+    """``open_store()``, tried again while its server is unreachable, for up to ``patience``
+    seconds: a host started during an outage waits for its servers rather than failing."""
+    from affect_memory.errors import StoreUnavailableError
+
+    give_up = time.monotonic() + patience
+    pause = 0.2
+    while True:
+        try:
+            return open_store()
+        except StoreUnavailableError:
+            if time.monotonic() + pause > give_up:
+                raise
+            await asyncio.sleep(pause)  # a back-off between attempts, not an ordering
+            pause = min(2.0, pause * 2)
 
 
 def _time_index(memory: Any, observed: defaultdict[str, float]) -> None:

@@ -118,7 +118,7 @@ def test_a_non_empty_index_is_refused_before_anything_is_written(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from affect_memory.memory.index.opening import INDEX_ENV, INDEX_FILE
+    from affect_memory.memory.index.storage.opening import INDEX_ENV, INDEX_FILE
     from affect_memory.memory.store import ChromaMemory
 
     require_psycopg()
@@ -143,3 +143,30 @@ def test_a_non_empty_index_is_refused_before_anything_is_written(
             assert f"{source}: the memory index" in line and "already indexes 1 user;" in line
             assert not _schema_exists(url, state)
         assert run_sql(url, f'SELECT count(*) FROM "{schema}".index_users') == [(1,)]
+
+
+async def test_a_starting_worker_waits_for_an_unreachable_server() -> None:
+    from affect_memory.bench.fleet_worker import _when_up
+    from affect_memory.errors import StoreUnavailableError
+
+    tries: list[int] = []
+
+    def open_store() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise StoreUnavailableError("cannot open the store: Connection refused")
+        return "open"
+
+    assert await _when_up(open_store, patience=30.0) == "open"
+    assert len(tries) == 3
+
+
+async def test_a_starting_worker_gives_up_after_its_patience() -> None:
+    from affect_memory.bench.fleet_worker import _when_up
+    from affect_memory.errors import StoreUnavailableError
+
+    def never() -> str:
+        raise StoreUnavailableError("cannot open the store: Connection refused")
+
+    with pytest.raises(StoreUnavailableError):
+        await _when_up(never, patience=0.0)
