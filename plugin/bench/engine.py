@@ -299,7 +299,7 @@ async def _drive(
 
 def format_report(report: dict[str, Any]) -> str:
     """The report as two tables: per-stage times, then throughput per process count."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     runs = report["runs"]
     headers = ["stage"]

@@ -36,7 +36,7 @@ from affect_memory.bench.common import (
     sentences,
     summary_ms,
 )
-from affect_memory.cli.formatting import format_table
+from affect_memory.formatting import format_table
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.memory.store import ChromaMemory
 

@@ -65,7 +65,7 @@ def _pool_coverage(
     evidence = held = members = questions = 0
     for conversation in conversations:
         for q in _bar(conversation.questions, f"pool {conversation.user_id}", progress):
-            pool = memory.pool_candidates(
+            pool = memory.candidates(
                 q.text, conversation.user_id, now=conversation.now, settings=settings
             )
             ids = {candidate.id for candidate in pool}

@@ -1,8 +1,9 @@
-"""Retrieval metrics of ranked memory ids against a question's evidence, and their tables.
+"""LoCoMo's scores of ranked memory ids against a question's evidence, and their tables.
 
-Per question: MRR@10 (one over the rank of the first evidence memory within the top 10, else
-0), R@k (the share of the question's evidence memories in the top k) and hit@5 (any evidence
-in the top 5). A system's figure is the mean over questions, overall and per category.
+Per question (``affect_memory.metrics``): MRR@10 (one over the rank of the first evidence
+memory within the top 10, else 0), R@k (the share of the question's evidence memories in the
+top k) and hit@5 (any evidence in the top 5). A system's figure is the mean over questions,
+overall and per category.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from affect_memory.bench.locomo_data import CATEGORIES
+from affect_memory.formatting import format_table
+from affect_memory.metrics import hit_at_k, reciprocal_rank, share_at_k
 
 __all__ = [
     "AGE_BUCKETS",
@@ -56,19 +59,14 @@ def question_score(
 ) -> QuestionScore:
     """The metrics of one ranking (best first) against the question's evidence ids."""
     wanted = set(evidence)
-    first = next((rank for rank, ident in enumerate(ranked[:10], 1) if ident in wanted), None)
-
-    def share(k: int) -> float:
-        return len(wanted.intersection(ranked[:k])) / len(wanted)
-
     return QuestionScore(
         category=category,
         evidence_age_days=evidence_age_days,
-        mrr_at_10=0.0 if first is None else 1.0 / first,
-        r_at_1=share(1),
-        r_at_5=share(5),
-        r_at_10=share(10),
-        hit_at_5=float(bool(wanted.intersection(ranked[:5]))),
+        mrr_at_10=reciprocal_rank(ranked, wanted, cutoff=10),
+        r_at_1=share_at_k(ranked, wanted, 1),
+        r_at_5=share_at_k(ranked, wanted, 5),
+        r_at_10=share_at_k(ranked, wanted, 10),
+        hit_at_5=hit_at_k(ranked, wanted, 5),
     )
 
 
@@ -99,12 +97,6 @@ def summarize(scores: Sequence[QuestionScore]) -> dict[str, Any]:
     }
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    from affect_memory.cli.formatting import format_table
-
-    return format_table(headers, rows)
-
-
 def format_locomo_report(report: Mapping[str, Any]) -> str:
     """The report as readable tables: systems overall, per category, by evidence age."""
     systems: Mapping[str, Any] = report["systems"]
@@ -116,7 +108,7 @@ def format_locomo_report(report: Mapping[str, Any]) -> str:
     ]
     headers = ["system", "n", "MRR@10", "R@1", "R@5", "R@10", "hit@5"]
     lines.append(
-        _table(
+        format_table(
             headers,
             [
                 [name, s["overall"]["n"], *(s["overall"][m] for m in METRICS)]
@@ -129,7 +121,7 @@ def format_locomo_report(report: Mapping[str, Any]) -> str:
         f"c{n} {label} MRR / R@10" for n, label in CATEGORIES.items()
     ]
     lines.append(
-        _table(
+        format_table(
             category_headers,
             [
                 [name]
@@ -145,7 +137,7 @@ def format_locomo_report(report: Mapping[str, Any]) -> str:
     buckets = [age_bucket(low) for low, _ in AGE_BUCKETS]
     lines += ["", "MRR@10 by the age of the newest evidence memory:"]
     lines.append(
-        _table(
+        format_table(
             ["system", *buckets],
             [
                 [name]

@@ -5,7 +5,8 @@ real Chroma store through ``ChromaMemory.add``, and the question is asked of the
 of ``affect_memory.bench.rankers``, paired on the same embeddings (cached on disk by text). Per
 question, at turn level: MRR@10 of the first evidence turn, R@5 and R@10 (the share of
 evidence turns in the top k); at session level: whether an answer session is among the
-sessions of the top 5 and top 10 turns. Figures are means, overall and per question type.
+sessions of the top 5 and top 10 turns (``affect_memory.metrics`` computes each). Figures are
+means, overall and per question type.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from affect_memory.bench.longmemeval_data import DEFAULT_DATA, load_longmemeval
 from affect_memory.bench.rankers import STANDARD_SYSTEMS, Ranker
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.metrics import hit_at_k, reciprocal_rank, share_at_k
 from affect_memory.models.cache import cache_dir
 from affect_memory.models.embeddings import default_embedder
 
@@ -64,22 +66,15 @@ def question_score(
 ) -> QuestionScore:
     """The metrics of one ranking (best first) against the evidence turns and sessions."""
     wanted = set(evidence)
-    first = next((rank for rank, ident in enumerate(ranked[:10], 1) if ident in wanted), None)
     answer = set(sessions)
-
-    def share(k: int) -> float:
-        return len(wanted.intersection(ranked[:k])) / len(wanted)
-
-    def session_hit(k: int) -> float:
-        return float(any(_session(ident) in answer for ident in ranked[:k]))
-
+    by_session = [_session(ident) for ident in ranked[:10]]
     return QuestionScore(
         category,
-        0.0 if first is None else 1.0 / first,
-        share(5),
-        share(10),
-        session_hit(5),
-        session_hit(10),
+        reciprocal_rank(ranked, wanted, cutoff=10),
+        share_at_k(ranked, wanted, 5),
+        share_at_k(ranked, wanted, 10),
+        hit_at_k(by_session, answer, 5),
+        hit_at_k(by_session, answer, 10),
     )
 
 
@@ -144,7 +139,7 @@ def measure_longmemeval(
 
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as readable tables: systems overall, then MRR@10 / R@10 per question type."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
     systems: Mapping[str, Any] = report["systems"]
     lines = [
         f"LongMemEval: {report['questions']} questions ({report['memories']} memories), "

@@ -4,7 +4,8 @@ Each ranks one conversation's questions (a user's memories, already ingested) an
 memory ids, best first, one list per question, through the product's public API, so every
 system is paired on the same store and the same embeddings:
 
-* ``cosine``: Chroma's nearest memories (``ChromaMemory.candidates``), plain vector search;
+* ``cosine``: Chroma's nearest memories in distance order, plain vector search (the pool of
+  ``ChromaMemory.candidates`` under ``DENSE_RECALL``, whose distances are Chroma's);
 * ``BM25 (plain)``: the protocol's BM25 baseline, unstemmed (``affect_memory.bench.plain_bm25``);
 * ``BM25 (index)``: the memory index's own lexical search alone (it folds and stems);
 * ``RRF (BM25 + cosine)``: reciprocal-rank fusion of the two plain retrievers
@@ -91,12 +92,21 @@ def _bar(items: Sequence[Any], label: str, progress: bool) -> Any:
     return tqdm(items, desc=label, unit="q", disable=not progress, leave=False)
 
 
+def _nearest(memory: ChromaMemory, conversation: Conversation, text: str, n: int) -> list[str]:
+    """The ids of Chroma's ``n`` nearest of the user's memories to ``text``, nearest first: the
+    dense pool of ``ChromaMemory.candidates``, whose distances are Chroma's, by distance."""
+    pool = memory.candidates(
+        text, conversation.user_id, now=conversation.now, candidates=n, settings=DENSE_RECALL
+    )
+    return [candidate.id for candidate in sorted(pool, key=lambda c: c.distance)]
+
+
 def cosine_ranker(
     memory: ChromaMemory, conversation: Conversation, progress: bool
 ) -> list[list[str]]:
     """Plain vector search: Chroma's nearest memories in distance order."""
     return [
-        [c.id for c in memory.candidates(q.text, conversation.user_id, candidates=CUTOFF)]
+        _nearest(memory, conversation, q.text, CUTOFF)
         for q in _bar(conversation.questions, f"cosine {conversation.user_id}", progress)
     ]
 
@@ -144,7 +154,7 @@ def rrf_ranker(memory: ChromaMemory, conversation: Conversation, progress: bool)
         reciprocal_rank_fusion(
             [
                 index.top(q.text, RRF_DEPTH),
-                [c.id for c in memory.candidates(q.text, user, candidates=RRF_DEPTH)],
+                _nearest(memory, conversation, q.text, RRF_DEPTH),
             ],
             CUTOFF,
         )

@@ -1,13 +1,16 @@
 """``affect-memory bench recall``: per-query time of recall by stage, and HNSW recall@k.
 
-Each query goes through ``ChromaMemory``'s own query path and mapper (``query_rows``) and its
-ranking (``affect_memory.memory.recall.explanation.rank_rows``), on the per-user collections it
-created with its HNSW settings (the "user" rows). The memory's observer reports each Chroma
-query's time, so the mapper's share is the query path's time minus Chroma's; the embed stage
-runs the real model on one sentence per query. The "shared" rows are the old layout's recall on
-the same memories: one shared collection of every user (in a store of its own), queried ``where
-user_id``, mapped and ranked the same way, embedding excluded. The "none" rows query that
-collection without a filter, and ``filter_only_ms`` times its ``where user_id`` alone.
+Each query is ``ChromaMemory.recall`` with ``DENSE_RECALL`` over the candidate pool (64 by
+default), exactly what a dense recall runs, on the per-user collections it created with its
+HNSW settings (the "user" rows); queries are embedded before timing (a table lookup serves
+them). The memory's observer reports the stages: the Chroma query ("chroma"), the index's and
+Chroma's reads of the rows ranking needs ("convert"), and the rest ("rerank": mapping, the
+pruned fetch, the kernel's ranking and the explained hits); the embed stage runs the real model
+on one sentence per query. recall@k reads the pool's ids (``ChromaMemory.candidates``, not
+timed). The "shared" rows are the old layout on the same memories: one shared collection of
+every user (in a store of its own), queried ``where user_id``, mapped and ranked by the kernel
+(``rank_columns``), embedding excluded. The "none" rows query that collection without a
+filter, and ``filter_only_ms`` times its ``where user_id`` alone.
 
 * random corpus: unit vectors inserted through ``ChromaMemory.add`` (records like real ones,
   10 users, so the user filter matches ~10%), queried with random unit vectors;
@@ -18,9 +21,9 @@ recall@k compares Chroma's k ids with an exact numpy cosine search over the same
 the same user's rows (or all rows, unfiltered).
 
 Corpora and exact search are ``affect_memory.bench.recall_corpus``'s, targets and the text report
-``affect_memory.bench.recall_report``'s. What is left here (about 600 lines) is one measurement: the
-per-user, shared, over-fetch and partition layouts are timed query by query in one loop each,
-over the same built collections, and read best side by side.
+``affect_memory.bench.recall_report``'s. The module is about 700 lines because what is left is
+one measurement: the per-user, shared, over-fetch and partition layouts are timed query by
+query in one loop each, over the same built collections, and read best side by side.
 """
 
 from __future__ import annotations
@@ -63,12 +66,13 @@ from affect_memory.bench.recall_report import (
     format_report,
     targets,
 )
+from affect_memory.kernel.batch import rank_columns
 from affect_memory.kernel.errors import InvalidInputError
-from affect_memory.memory.collections import DEFAULT_HNSW, HnswParams
-from affect_memory.memory.location import open_client, parse_location
-from affect_memory.memory.recall.explanation import rank_rows
+from affect_memory.memory.chroma.collections import DEFAULT_HNSW, HnswParams
+from affect_memory.memory.chroma.location import open_client, parse_location
+from affect_memory.memory.chroma.rows import rows_of
 from affect_memory.memory.results import MAX_TOP_K
-from affect_memory.memory.rows import rows_of
+from affect_memory.memory.settings import DENSE_RECALL, RecallSettings, resolve_settings
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
@@ -137,10 +141,12 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``bench recall``."""
     parser = benchmarks.add_parser(
         "recall",
-        help="recall time by stage (embed, Chroma, conversion, rerank) and HNSW recall@64",
+        help="recall time by stage (embed, Chroma, row reads, rerank) and HNSW recall@64",
         description=(
-            "Time recall per query, split into embedding (the real model), the Chroma query, "
-            "conversion into candidates and kernel reranking (medians and p95), at 1,000, "
+            "Time the dense recall per query (ChromaMemory.recall with DENSE_RECALL over 64 "
+            "candidates), split into embedding (the real model), the Chroma query, the row "
+            "reads ('convert') and the rest: mapping, kernel ranking, hits ('rerank'); "
+            "medians and p95, at 1,000, "
             "10,000 and 100,000 random unit vectors through the per-user collections (the "
             "'user' rows), beside the old layout's one shared collection queried where "
             "user_id (the 'shared' rows) and without a filter (the 'none' rows), plus "
@@ -231,16 +237,28 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- timing hooks
 
 
-class _ChromaTimer:
-    """A ``ChromaMemory`` observer keeping the duration of the latest Chroma query."""
+class _StageTimer:
+    """A ``ChromaMemory`` observer adding up each stage's nanoseconds until cleared."""
 
     def __init__(self) -> None:
-        self.last_ns = 0
+        self.ns: dict[str, int] = {}
 
     def __call__(self, stage: str, seconds: float) -> None:
-        """Keep a Chroma query's time, in nanoseconds."""
-        if stage == "chroma_query":
-            self.last_ns = round(seconds * 1e9)
+        """Add a stage's duration."""
+        self.ns[stage] = self.ns.get(stage, 0) + round(seconds * 1e9)
+
+    def split(self) -> tuple[int, int]:
+        """The Chroma query's nanoseconds and the row reads' (the index's and Chroma's) since
+        the last ``split``, which starts the next count."""
+        stages, self.ns = self.ns, {}
+        return stages.get("chroma_query", 0), stages.get("index_read", 0) + stages.get(
+            "chroma_get", 0
+        )
+
+
+def _dense(plan: RecallPlan) -> RecallSettings:
+    """``DENSE_RECALL`` over the plan's candidate pool."""
+    return resolve_settings(DENSE_RECALL, candidates=plan.candidates)
 
 
 class _TimedCollection:
@@ -279,9 +297,11 @@ def _open(
     progress: bool,
     name: str | None = None,
     store: str | None = None,
-    observer: _ChromaTimer | None = None,
+    observer: _StageTimer | None = None,
+    asked: np.ndarray | None = None,
 ) -> tuple[ChromaMemory, float | None]:
-    """Open the corpus's collection, building it through ``ChromaMemory.add``.
+    """Open the corpus's collection, building it through ``ChromaMemory.add``; its embedder
+    serves the memories' vectors and the queries' (``asked``, by default the corpus's own).
 
     Each collection gets a store directory of its own (``root/store``, by default named after
     the collection): Chroma evaluates a ``where`` filter in one SQLite file per store, whose
@@ -289,7 +309,13 @@ def _open(
     """
     n = len(corpus.texts)
     name = name or f"{corpus.kind}-{n}-{hnsw_tag(plan.hnsw)}-seed{plan.seed}"
-    table = TableEmbedder(corpus.texts, corpus.vectors, name=corpus.embedder_name)
+    queries = corpus.query_vectors if asked is None else asked
+    assert queries is not None, "the real corpus's queries are embedded before opening"
+    table = TableEmbedder(
+        [*corpus.texts, *corpus.query_texts],
+        np.concatenate([corpus.vectors, queries]),
+        name=corpus.embedder_name,
+    )
     memory = ChromaMemory(
         root / (store or name),
         collection=name,
@@ -353,7 +379,7 @@ def _shared(memory: ChromaMemory, corpus: Corpus, plan: RecallPlan) -> Iterator[
 
 def _measure(
     memory: ChromaMemory,
-    timer: _ChromaTimer,
+    timer: _StageTimer,
     corpus: Corpus,
     model: Embedder,
     plan: RecallPlan,
@@ -364,6 +390,7 @@ def _measure(
     shared = _TimedCollection(old_layout)
     exact = Exact(corpus)
     k = plan.candidates
+    dense = _dense(plan)
     stages: dict[str, list[int]] = {
         "embed": [], "query": [], "conversion": [], "rerank": [], "unfiltered_query": [],
         "shared_query": [], "shared_path": [],
@@ -383,20 +410,22 @@ def _measure(
             embedded = check_embeddings(model.embed_documents([text]), 1)
             embed_ns = time.perf_counter_ns() - start
         vector = embedded if corpus.query_vectors is None else corpus.query_vectors[[index]]
+        mood = 0.5 - index % 2
+        timer.split()
         start = time.perf_counter_ns()
-        rows = memory.query_rows(vector, user, k)[0]
+        memory.recall(
+            text, user, mood_valence=mood, now=BENCH_NOW, top_k=plan.top_k, settings=dense
+        )
         path_ns = time.perf_counter_ns() - start
-        chroma_ns = timer.last_ns
-        start = time.perf_counter_ns()
-        rank_rows(rows, BENCH_NOW, mood_valence=0.5 - index % 2, limit=plan.top_k)
-        rerank_ns = time.perf_counter_ns() - start
+        chroma_ns, read_ns = timer.split()
+        pool = [c.id for c in memory.candidates(text, user, now=BENCH_NOW, settings=dense)]
         unfiltered = shared.query(
             query_embeddings=vector,
             n_results=k,
             include=["documents", "metadatas", "distances"],
         )
         unfiltered_ns = shared.last_ns
-        # The old layout's recall: the shared collection, `where user_id`, mapped and ranked.
+        # The old layout: the shared collection, `where user_id`, mapped and ranked.
         start = time.perf_counter_ns()
         old = shared.query(
             query_embeddings=vector,
@@ -405,7 +434,7 @@ def _measure(
             include=["documents", "metadatas", "distances"],
         )
         old_rows = rows_of(old, user)[0]
-        rank_rows(old_rows, BENCH_NOW, mood_valence=0.5 - index % 2, limit=plan.top_k)
+        rank_columns(old_rows.columns, BENCH_NOW, mood_valence=mood, limit=plan.top_k)
         shared_path_ns = time.perf_counter_ns() - start
         shared_query_ns = shared.last_ns
         step(1)
@@ -417,17 +446,17 @@ def _measure(
             filter_only.append(time.perf_counter_ns() - start)
             matches.append(len(matched["ids"]))
         stages["query"].append(chroma_ns)
-        stages["conversion"].append(path_ns - chroma_ns)
-        stages["rerank"].append(rerank_ns)
+        stages["conversion"].append(read_ns)
+        stages["rerank"].append(path_ns - chroma_ns - read_ns)
         stages["unfiltered_query"].append(unfiltered_ns)
         stages["shared_query"].append(shared_query_ns)
         stages["shared_path"].append(shared_path_ns)
         recall_shared.append(recall_fraction(old_rows.ids, exact.top(vector[0], k, user)))
-        excluding.append(path_ns + rerank_ns)
+        excluding.append(path_ns)
         if embed_ns is not None:
             stages["embed"].append(embed_ns)
-            totals.append(embed_ns + path_ns + rerank_ns)
-        recall_filtered.append(recall_fraction(rows.ids, exact.top(vector[0], k, user)))
+            totals.append(embed_ns + path_ns)
+        recall_filtered.append(recall_fraction(pool, exact.top(vector[0], k, user)))
         everyone = exact.top(vector[0], k, None)
         recall_unfiltered.append(recall_fraction(unfiltered["ids"][0], everyone))
     filtered = {
@@ -528,6 +557,7 @@ def _partitioned(root: Path, corpus: Corpus, plan: RecallPlan, progress: bool) -
         exact = Exact(corpus)
         assert corpus.query_vectors is not None
         k = plan.candidates
+        dense = _dense(plan)
         owned = {
             user: _client_beside(memory).get_collection(
                 memory.collection_for(user), embedding_function=None
@@ -542,9 +572,11 @@ def _partitioned(root: Path, corpus: Corpus, plan: RecallPlan, progress: bool) -
             user = f"user-{index % plan.users:02d}"
             memory = memories[user]
             vector = corpus.query_vectors[[index]]
+            text = corpus.query_texts[index]
             start = time.perf_counter_ns()
-            found = memory.query_rows(vector, user, k)[0]
+            memory.recall(text, user, now=BENCH_NOW, top_k=plan.top_k, settings=dense)
             elapsed = time.perf_counter_ns() - start
+            found = [c.id for c in memory.candidates(text, user, now=BENCH_NOW, settings=dense)]
             own = owned[user]
             start = time.perf_counter_ns()
             plain = own.query(
@@ -558,7 +590,7 @@ def _partitioned(root: Path, corpus: Corpus, plan: RecallPlan, progress: bool) -
             wanted = exact.top(vector[0], k, user)
             path_ns.append(elapsed)
             plain_ns.append(plain_elapsed)
-            recalls.append(recall_fraction(found.ids, wanted))
+            recalls.append(recall_fraction(found, wanted))
             plain_recalls.append(recall_fraction(plain["ids"][0], wanted))
     finally:
         for memory in memories.values():
@@ -595,6 +627,7 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
         for kind, n in jobs:
             corpus: Corpus
             embed_seconds = None
+            asked = None
             if kind == "random":
                 corpus = random_corpus(n, queries=plan.queries, users=plan.users, seed=plan.seed)
             else:
@@ -607,8 +640,12 @@ def measure(plan: RecallPlan, *, progress: bool = False) -> dict[str, Any]:
                     root=root,
                     progress=progress,
                 )
-            timer = _ChromaTimer()
-            memory, build_seconds = _open(root, corpus, plan, progress, observer=timer)
+                # each query embedded alone, as the embed stage times it, before the timing
+                asked = np.concatenate(
+                    [check_embeddings(model.embed_documents([t]), 1) for t in corpus.query_texts]
+                )
+            timer = _StageTimer()
+            memory, build_seconds = _open(root, corpus, plan, progress, observer=timer, asked=asked)
             try:
                 builds.append(
                     {

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from affect_memory.bench.common import memory_records, sentences
-from affect_memory.memory.collections import HnswParams
+from affect_memory.memory.chroma.collections import HnswParams
 from affect_memory.models.embeddings import Embedder, check_embeddings
 
 __all__ = [

@@ -3,8 +3,9 @@
 One user holds N real-embedding memories (the bench's templated sentences, embedded once and
 cached beside the store); each held-out sentence is asked of ``ChromaMemory.recall`` twice,
 with its defaults (the hybrid pool, fused relevance, the query's time rule, the pruned fetch)
-and with ``DENSE_RECALL`` (the nearest 32, calendar recency), alternating which goes first so
-load hits both alike. Queries are embedded before timing (a table lookup serves them), so the
+and with ``DENSE_RECALL`` (the nearest 32, calendar recency: the same recall pipeline without
+a plan), alternating which goes first so load hits both alike: both times are of exactly what
+``recall`` runs. Queries are embedded before timing (a table lookup serves them), so the
 times exclude embedding, as the issue's target does: p95 of the hybrid within 1.5x the dense.
 
 The templated sentences are a hard case for the lexical index: every query word is in
@@ -23,7 +24,6 @@ import numpy as np
 
 from affect_memory.bench.common import BENCH_NOW, TableEmbedder, summary_ms
 from affect_memory.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
-from affect_memory.memory.recall.explanation import rank_rows
 from affect_memory.memory.recall.life_topics import topic_phrases
 from affect_memory.memory.recall.plan import default_analyser
 from affect_memory.memory.settings import DENSE_RECALL
@@ -63,9 +63,12 @@ def measure_hybrid(
     corpus, embed_seconds = real_corpus(
         n, queries=queries, users=1, seed=seed, model=model, root=root, progress=progress
     )
-    # every text a query's plan embeds (the owner written each way), embedded once up front
+    # every text a query's plan embeds (the owner written each way) and every query as
+    # written (what the dense recall embeds), embedded once up front
     planned = [default_analyser().plan(text, _USER, BENCH_NOW) for text in corpus.query_texts]
-    query_texts = list(dict.fromkeys(t for plan in planned for t in plan.embed_texts))
+    query_texts = list(
+        dict.fromkeys([*corpus.query_texts, *(t for plan in planned for t in plan.embed_texts)])
+    )
     asked = check_embeddings(model.embed_documents(query_texts), len(query_texts))
     phrases = topic_phrases()  # what a current-state query's topic term embeds once
     described = check_embeddings(model.embed_documents(phrases), len(phrases))
@@ -95,11 +98,7 @@ def measure_hybrid(
                     memory.recall(text, _USER, now=BENCH_NOW, top_k=6)
 
                 def run_dense(text: str = text) -> None:
-                    # The recall before issue 12, as it ran: one Chroma query with documents
-                    # and metadata (the public hooks it was made of), ranked by the calendar.
-                    vector = memory.embedder.embed_documents([text])
-                    rows = memory.query_rows(vector, _USER, DENSE_RECALL.dense_candidates)[0]
-                    rank_rows(rows, BENCH_NOW, limit=6, weights=DENSE_RECALL.weights)
+                    memory.recall(text, _USER, now=BENCH_NOW, top_k=6, settings=DENSE_RECALL)
 
                 if index % 2:
                     dense_ns = _timed(run_dense)
@@ -137,7 +136,7 @@ def measure_hybrid(
 
 def format_hybrid(row: dict[str, Any]) -> str:
     """The side-by-side as a short table and the target's verdict."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     stages = row["hybrid_stages_ms"]
     table = format_table(

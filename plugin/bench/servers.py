@@ -162,8 +162,8 @@ def require_empty_index(spec: str, *, source: str = "--index") -> None:
     into it and leave them there. Reads only (a missing file or schema is empty)."""
     import sqlite3
 
-    from affect_memory.memory.index.opening import resolve_index
-    from affect_memory.memory.location import IN_MEMORY, parse_location
+    from affect_memory.memory.chroma.location import IN_MEMORY, parse_location
+    from affect_memory.memory.index.storage.opening import resolve_index
 
     target = resolve_index(spec, parse_location(IN_MEMORY))  # an explicit index: any will do
     users = 0

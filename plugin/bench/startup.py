@@ -312,7 +312,7 @@ def _report(
 
 def format_report(report: dict[str, Any]) -> str:
     """The cases as a table, then the targets."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     head = (
         f"start-up, median of {report['repeats']} round(s) (load "

@@ -6,7 +6,8 @@ Each layout (``10x10000`` is 10 users with 10,000 memories each) is built once t
 measurement runs in a fresh process, as after a restart: it opens the store, queries each
 user once in a shuffled order (the *first query*: Chroma loads that user's index), then once
 more in another order (*later*: cached, or reloaded when the cache evicted it), through
-``ChromaMemory.query_rows`` and the kernel's ranking, embedding excluded. Peak memory is the
+``ChromaMemory.recall`` with ``DENSE_RECALL`` over 64 candidates, embedding excluded (a table
+serves each query's random vector). Peak memory is the
 measuring process's peak RSS (embedded) or the server's (``VmHWM``), read when it is done.
 
 Modes: ``embedded`` (Chroma's own bound, ``RLIMIT_NOFILE // 5`` indexes), ``embedded-cache``
@@ -186,14 +187,17 @@ def _build(store: Path, layout: Layout, seed: int, progress: bool) -> float | No
 
 def _probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[str, Any]:
     """Open the store, query every user twice (shuffled), report times and peak RSS."""
-    from affect_memory.memory.recall.explanation import rank_rows
+    from affect_memory.memory.settings import DENSE_RECALL, resolve_settings
     from affect_memory.memory.store import ChromaMemory
 
-    embedder = TableEmbedder(["q"], _unit_vectors(1, seed + 1), name=EMBEDDER_NAME)
+    texts = [f"q{number}" for number in range(2 * layout.users)]
+    embedder = TableEmbedder(
+        texts, _unit_vectors(2 * layout.users, seed + 2), name=EMBEDDER_NAME
+    )  # each query text is served its own random vector
+    dense = resolve_settings(DENSE_RECALL, candidates=CANDIDATES)
     opened = time.perf_counter_ns()
     memory = ChromaMemory(location, embedder=embedder, create=False, index_cache=cache)
     open_ns = time.perf_counter_ns() - opened
-    queries = _unit_vectors(2 * layout.users, seed + 2)
     order = list(range(layout.users))
     rng = random.Random(seed)
     passes: list[list[int]] = []
@@ -203,11 +207,10 @@ def _probe(location: str, layout: Layout, cache: int | None, seed: int) -> dict[
             rng.shuffle(order)
             times: list[int] = []
             for position, index in enumerate(order):
-                vector = queries[[number * layout.users + position]]
+                text = texts[number * layout.users + position]
                 start = time.perf_counter_ns()
                 try:
-                    rows = memory.query_rows(vector, _user(index), CANDIDATES)[0]
-                    rank_rows(rows, BENCH_NOW, mood_valence=0.0, limit=6)
+                    memory.recall(text, _user(index), now=BENCH_NOW, top_k=6, settings=dense)
                 except Exception:
                     failures += 1
                     continue
@@ -330,7 +333,7 @@ def measure(
 
 def format_report(report: dict[str, Any]) -> str:
     """One table: layout, mode, cache, first and later query, peak memory."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     def cell(summary: dict[str, float] | None) -> str:
         return "-" if summary is None else f"{summary['median']:.1f} / {summary['p95']:.1f}"

@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from affect_memory.cli.formatting import format_table
 from affect_memory.errors import StoreError
+from affect_memory.formatting import format_table
 from affect_memory.kernel import (
     AffectEngine,
     GateInput,
@@ -166,8 +166,8 @@ def run_demo(
     fresh conversation id, as a Chroma server gets a fresh collection.
     """
     from affect_memory.gate.classifier import EmbeddingIntentGate
-    from affect_memory.memory.effects import MemoryTurnEffects
     from affect_memory.memory.store import ChromaMemory
+    from affect_memory.memory.turns.effects import MemoryTurnEffects
     from affect_memory.models.embeddings import default_embedder
     from affect_memory.state.location import open_state_store, parse_state_url, state_store_label
 

@@ -23,8 +23,8 @@ __all__ = [
 
 def add_store_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--data-dir``, ``--chroma``, ``--collection``, ``--timeout`` and ``--index``."""
-    from affect_memory.memory.layout import DEFAULT_COLLECTION
-    from affect_memory.memory.location import DEFAULT_TIMEOUT
+    from affect_memory.memory.chroma.layout import DEFAULT_COLLECTION
+    from affect_memory.memory.chroma.location import DEFAULT_TIMEOUT
 
     parser.add_argument(
         "--data-dir",
@@ -87,7 +87,7 @@ def open_state(args: argparse.Namespace) -> Any:
 
 def index_setting(args: argparse.Namespace) -> str | None:
     """``--index``, else ``$AFFECT_MEMORY_INDEX``, else None (the store's default index)."""
-    from affect_memory.memory.index.opening import INDEX_ENV
+    from affect_memory.memory.index.storage.opening import INDEX_ENV
 
     chosen = getattr(args, "index", None)
     return chosen if chosen is not None else os.environ.get(INDEX_ENV) or None
@@ -97,9 +97,9 @@ def check_store_arguments(args: argparse.Namespace) -> None:
     """Refuse a malformed ``--collection``, ``--timeout``, ``--chroma`` or ``--index`` in one
     line naming the flag, before a command creates anything (its data directory, a state)."""
     from affect_memory.errors import StoreError
-    from affect_memory.memory.index.opening import resolve_index
-    from affect_memory.memory.layout import check_prefix
-    from affect_memory.memory.location import check_timeout, parse_location
+    from affect_memory.memory.chroma.layout import check_prefix
+    from affect_memory.memory.chroma.location import check_timeout, parse_location
+    from affect_memory.memory.index.storage.opening import resolve_index
     from affect_memory.redaction import redact_url
 
     for flag, field, check in (
@@ -131,7 +131,7 @@ def check_store_arguments(args: argparse.Namespace) -> None:
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
     from affect_memory.errors import StoreError
-    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.chroma.location import parse_location
     from affect_memory.memory.store import ChromaMemory
     from affect_memory.redaction import redact_url
 
@@ -149,7 +149,7 @@ def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
     options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     index = index_setting(args)
     if index is not None:  # a malformed setting is one line naming where it came from
-        from affect_memory.memory.index.opening import resolve_index
+        from affect_memory.memory.index.storage.opening import resolve_index
 
         source = "--index" if getattr(args, "index", None) is not None else "$AFFECT_MEMORY_INDEX"
         try:

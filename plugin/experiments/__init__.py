@@ -1,8 +1,9 @@
-"""Offline ranking experiments: synthetic benchmarks, scorers, metrics and weight fitting.
+"""Offline ranking experiments: synthetic benchmarks, scorers and weight fitting.
 
 The notebooks in ``notebooks/`` call these; nothing here is needed at serving time. The
-plotting helpers live in ``affect_memory.experiments.plots`` and are not imported here, so using
-the rest does not import matplotlib.
+ranking metrics are ``affect_memory.metrics``'s (the benchmarks' and the tests' too),
+re-exported here. The plotting helpers live in ``affect_memory.experiments.plots`` and are not
+imported here, so using the rest does not import matplotlib (the ``dev`` extra's).
 """
 
 from affect_memory.experiments.data import LabelledQuery, QueryBatch
@@ -12,14 +13,6 @@ from affect_memory.experiments.fitting import (
     FitStep,
     fit_weights,
     split_queries,
-)
-from affect_memory.experiments.metrics import (
-    RankingMetrics,
-    evaluate,
-    evaluate_scorers,
-    mean_reciprocal_rank,
-    ranks,
-    recall_at_k,
 )
 from affect_memory.experiments.pools import LabelledPools, PoolQuery, label_pools, labelled_pool
 from affect_memory.experiments.report import metrics_table
@@ -44,6 +37,14 @@ from affect_memory.experiments.synthetic import (
     SyntheticConfig,
     generate_from_weights,
     generate_regime,
+)
+from affect_memory.metrics import (
+    RankingMetrics,
+    evaluate,
+    evaluate_scorers,
+    mean_reciprocal_rank,
+    ranks,
+    recall_at_k,
 )
 
 __all__ = [

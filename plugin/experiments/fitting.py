@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from affect_memory.experiments.data import LabelledQuery, QueryBatch
-from affect_memory.experiments.metrics import mean_reciprocal_rank, ranks
 from affect_memory.experiments.pools import LabelledPools
 from affect_memory.experiments.scorers import kernel_scores
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
 from affect_memory.memory.settings import RecallSettings, write_recall_settings
+from affect_memory.metrics import mean_reciprocal_rank, ranks
 
 __all__ = [
     "DEFAULT_SEARCH",

@@ -2,18 +2,23 @@
 
 Each helper returns a ``matplotlib.figure.Figure`` that is not registered with pyplot: no
 global state, no GUI backend needed (CI runs with ``MPLBACKEND=Agg``), and a notebook shows
-it by returning it from a cell.
+it by returning it from a cell. Matplotlib is the ``dev`` extra's: it is imported only when a
+figure is drawn, so importing this module works without it, and drawing without it raises
+``MissingExtraError`` naming the extra.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from affect_memory.experiments.metrics import RankingMetrics
+from affect_memory.errors import MissingExtraError
+from affect_memory.metrics import RankingMetrics
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "category_lines",
@@ -28,6 +33,18 @@ Metric = Literal["mrr", "recall_at_1", "recall_at_5"]
 _LABELS: dict[str, str] = {"mrr": "MRR", "recall_at_1": "recall@1", "recall_at_5": "recall@5"}
 
 
+def _figure(**options: Any) -> Figure:
+    """A new figure not registered with pyplot; matplotlib is imported here, on first draw."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as error:
+        raise MissingExtraError(
+            "plots need matplotlib, which the 'dev' extra installs: "
+            "pip install -c constraints.txt 'affect-memory[dev]'"
+        ) from error
+    return Figure(**options)
+
+
 def metric_bars(
     results: Mapping[str, Mapping[str, RankingMetrics]],
     *,
@@ -37,7 +54,7 @@ def metric_bars(
     """Grouped bars: one group per batch (regime), one bar per scorer."""
     scorers = list(results)
     groups = list(next(iter(results.values()))) if results else []
-    figure = Figure(figsize=(10, 4.2), layout="constrained")
+    figure = _figure(figsize=(10, 4.2), layout="constrained")
     axes = figure.subplots()
     width = 0.8 / max(1, len(scorers))
     positions = np.arange(len(groups))
@@ -63,7 +80,7 @@ def sweep_line(
     log_x: bool = False,
 ) -> Figure:
     """One line per named series over a swept parameter."""
-    figure = Figure(figsize=(6.5, 4), layout="constrained")
+    figure = _figure(figsize=(6.5, 4), layout="constrained")
     axes = figure.subplots()
     for name, ys in series.items():
         axes.plot(values, ys, marker="o", label=name)
@@ -83,7 +100,7 @@ def delta_bars(
     """Horizontal bars of signed changes; gains and losses in different colours."""
     labels = list(deltas)
     values = np.array([deltas[label] for label in labels], dtype=np.float64)
-    figure = Figure(figsize=(7, 0.45 * len(labels) + 1.2), layout="constrained")
+    figure = _figure(figsize=(7, 0.45 * len(labels) + 1.2), layout="constrained")
     axes = figure.subplots()
     colours = np.where(values >= 0, "tab:green", "tab:red")
     axes.barh(labels, values, color=colours)
@@ -109,7 +126,7 @@ def rank_scatter(
     after_array = np.asarray(after, dtype=np.float64)
     labels = np.asarray(groups)
     rng = np.random.default_rng(0)  # jitter only, so equal ranks do not hide each other
-    figure = Figure(figsize=(5.5, 5), layout="constrained")
+    figure = _figure(figsize=(5.5, 5), layout="constrained")
     axes = figure.subplots()
     for group in dict.fromkeys(labels.tolist()):
         chosen = labels == group
@@ -132,7 +149,7 @@ def recovery_bars(
 ) -> Figure:
     """Side-by-side panels, one per weight: the true value and the fitted one."""
     names = list(truth)
-    figure = Figure(figsize=(3 * len(names), 3), layout="constrained")
+    figure = _figure(figsize=(3 * len(names), 3), layout="constrained")
     panels = figure.subplots(1, len(names), squeeze=False)[0]
     for axes, name in zip(panels, names, strict=True):
         axes.bar(["true", "fitted"], [truth[name], fitted[name]], color=["tab:grey", "tab:blue"])
@@ -151,7 +168,7 @@ def category_lines(
 ) -> Figure:
     """One line (with markers) per named series over ordered categories, e.g. age buckets;
     a missing value (None) leaves a gap."""
-    figure = Figure(figsize=(7.5, 4.2), layout="constrained")
+    figure = _figure(figsize=(7.5, 4.2), layout="constrained")
     axes = figure.subplots()
     positions = np.arange(len(categories))
     for name, values in series.items():

@@ -26,15 +26,16 @@ __all__ = ["LabelledPools", "PoolQuery", "PoolSource", "label_pools", "labelled_
 
 
 class PoolSource(Protocol):
-    """What pools come from: ``ChromaMemory.pool_candidates``."""
+    """What pools come from: ``ChromaMemory.candidates``."""
 
-    def pool_candidates(
+    def candidates(
         self,
         query: str,
         user_id: str,
         *,
         mood_valence: float = 0.0,
         now: str | datetime | float | None = None,
+        candidates: int | None = None,
         settings: RecallSettings | None = None,
     ) -> tuple[MemoryCandidate, ...]:
         """Every member of the query's recall pool, prepared for the kernel."""
@@ -102,7 +103,7 @@ def labelled_pool(
         if candidate.age_days is None:
             raise InvalidInputError(
                 f"candidate {candidate.id!r} carries no age_days: pools must come from "
-                "ChromaMemory.pool_candidates"
+                "ChromaMemory.candidates"
             )
     labelled = LabelledQuery(
         distances=np.array([c.distance for c in pool], dtype=np.float64),
@@ -135,7 +136,7 @@ def label_pools(
     for query in tqdm(items, desc="pools", unit="query", disable=not progress):
         if not isinstance(query, PoolQuery):
             raise InvalidInputError(f"expected PoolQuery, got {type(query).__name__}")
-        pool = source.pool_candidates(
+        pool = source.candidates(
             query.query,
             query.user_id,
             mood_valence=query.mood_valence,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from affect_memory.experiments.metrics import RankingMetrics
+from affect_memory.metrics import RankingMetrics
 
 __all__ = ["Detail", "metrics_table"]
 

@@ -28,6 +28,7 @@ from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.parameters import first_message
 from affect_memory.memory.results import RecallResult
 from affect_memory.memory.settings import RecallSettings, write_recall_settings
+from affect_memory.metrics import reciprocal_rank
 
 __all__ = ["SettingsFit", "SettingsStep", "fit_settings", "split_users"]
 
@@ -115,12 +116,13 @@ def _reciprocal_ranks(
         {"query": q.query, "user_id": q.user_id, "mood_valence": q.mood_valence} for q in queries
     ]
     results = source.recall_many(asked, now=now, top_k=top_k, settings=settings)
-    found = np.zeros(len(queries), dtype=np.float64)
-    for at, (query, result) in enumerate(zip(queries, results, strict=True)):
-        wanted = set(query.relevant_ids)
-        rank = next((r for r, hit in enumerate(result.results, 1) if hit.id in wanted), None)
-        found[at] = 0.0 if rank is None else 1.0 / rank
-    return found
+    return np.array(
+        [
+            reciprocal_rank([hit.id for hit in result.results], set(query.relevant_ids))
+            for query, result in zip(queries, results, strict=True)
+        ],
+        dtype=np.float64,
+    )
 
 
 def _with(settings: RecallSettings, name: str, value: float | int) -> RecallSettings:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import pytest
@@ -12,6 +12,9 @@ from affect_memory.kernel import AffectState, EmotionMap, InvalidInputError, Moo
 from affect_memory.kernel.protocols import Message, OutboxItem, StateStore
 
 StoreFactory = Callable[[], StateStore]
+WaitWatch = Callable[[StateStore, str], Awaitable[None]]
+"""Called before anyone holds ``conversation``: an awaitable done once a turn of ``store`` waits
+for it (blocked on the conversation's lock, not merely started)."""
 
 
 def _state(valence: float = 0.25, thought: str | None = None) -> AffectState:
@@ -51,6 +54,11 @@ class StateStoreContract:
     @pytest.fixture
     def store(self, make_store: StoreFactory) -> StateStore:
         return make_store()
+
+    @pytest.fixture
+    def watch_waits(self) -> WaitWatch:
+        """How to see a turn of a store blocked on a conversation; each store has its own."""
+        raise NotImplementedError
 
     async def test_a_new_conversation_has_no_state_and_no_messages(self, store: StateStore) -> None:
         assert await _snapshot(store, "new") == (None, ())
@@ -188,8 +196,11 @@ class StateStoreContract:
             async with store.transaction(conversation):  # type: ignore[arg-type]
                 pass
 
-    async def test_one_conversation_is_serialized(self, make_store: StoreFactory) -> None:
+    async def test_one_conversation_is_serialized(
+        self, make_store: StoreFactory, watch_waits: WaitWatch
+    ) -> None:
         first, second = make_store(), make_store()
+        second_waits = watch_waits(second, "shared")
         events: list[str] = []
         entered = asyncio.Event()
 
@@ -197,7 +208,8 @@ class StateStoreContract:
             async with first.transaction("shared") as transaction:
                 events.append("first in")
                 entered.set()
-                await asyncio.sleep(0.05)
+                async with asyncio.timeout(30):
+                    await second_waits  # the follower is blocked on the conversation now
                 await transaction.commit(state=_state(0.4), messages=_messages("first"))
                 events.append("first out")
 

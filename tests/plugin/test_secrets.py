@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 from affect_memory.errors import ModelHTTPError
 from affect_memory.kernel.errors import AffectMemoryError
-from affect_memory.memory.index.opening import resolve_index
-from affect_memory.memory.location import parse_location
+from affect_memory.memory.chroma.location import parse_location
+from affect_memory.memory.index.storage.opening import resolve_index
 from affect_memory.models.openai_adapter import OpenAICompatibleModel
 from affect_memory.redaction import redact, redact_url
 from affect_memory.state.location import open_state_store, parse_state_url
@@ -153,7 +153,7 @@ def test_a_state_url_never_shows_its_password(
 def test_an_index_url_never_shows_its_password(
     password: str, debug_logs: pytest.LogCaptureFixture
 ) -> None:
-    from affect_memory.memory.index.opening import open_backend
+    from affect_memory.memory.index.storage.opening import open_backend
 
     debug_logs.clear()
     for url in postgres_urls(password):

@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Survey (or import), then print a summary."""
     from affect_memory.errors import StoreError
     from affect_memory.kernel.errors import shown
-    from affect_memory.memory.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
-    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.admin.adopt import ADOPTION_DEFAULTS, AdoptedCollection, FieldMapping
+    from affect_memory.memory.chroma.location import parse_location
     from affect_memory.memory.timestamps import normalize_timestamp
     from affect_memory.redaction import redact_url
 

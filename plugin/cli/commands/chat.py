@@ -189,7 +189,7 @@ async def _converse(
     err: TextIO,
 ) -> int:
     from affect_memory.kernel.engine import AffectEngine
-    from affect_memory.memory.effects import MemoryTurnEffects
+    from affect_memory.memory.turns.effects import MemoryTurnEffects
     from affect_memory.state.location import state_store_label
 
     effects = MemoryTurnEffects(memory, user_id=user_id)

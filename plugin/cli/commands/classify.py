@@ -129,7 +129,7 @@ def _short(text: str) -> str:
 
 
 def _format_report(report: EvaluationReport) -> str:
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     parts = [f"accuracy {report.accuracy:.3f} ({report.correct}/{report.total})"]
     for name, (correct, total) in report.groups.items():
@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         for text, prediction in zip(texts, predictions, strict=True):
             print(json.dumps(prediction.to_json(text), ensure_ascii=False))
         return 0
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     if args.text is not None:
         prediction = predictions[0]

@@ -51,7 +51,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Check the page first, then read and print it."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
     from affect_memory.memory.export import MAX_LIST_LIMIT, record_line
     from affect_memory.memory.results import check_user
 

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin (or, over HTTP, until interrupted)."""
     from affect_memory.errors import StoreError
     from affect_memory.kernel.errors import shown
-    from affect_memory.memory.location import parse_location
+    from affect_memory.memory.chroma.location import parse_location
     from affect_memory.redaction import redact_url
 
     http = _http_settings(args)  # a non-loopback host without a token: exit 2 before loading
@@ -132,8 +132,8 @@ def _check_store(args: argparse.Namespace) -> None:
     ``--chroma`` or a bad or unreachable ``--index`` exits 2 in one line naming it, before the
     model loads (the server's own opening would end in a traceback)."""
     from affect_memory.errors import StoreError
-    from affect_memory.memory.index.opening import INDEX_ENV
-    from affect_memory.memory.layout import check_prefix
+    from affect_memory.memory.chroma.layout import check_prefix
+    from affect_memory.memory.index.storage.opening import INDEX_ENV
 
     try:
         check_prefix(args.collection)

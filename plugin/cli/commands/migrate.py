@@ -55,8 +55,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def run(args: argparse.Namespace) -> int:
     """Migrate, then print one line (or the JSON report)."""
     from affect_memory.errors import StoreError
-    from affect_memory.memory.location import parse_location
-    from affect_memory.memory.migrate import MIGRATION_PAGE, migrate_store
+    from affect_memory.memory.admin.migrate import MIGRATION_PAGE, migrate_store
+    from affect_memory.memory.chroma.location import parse_location
     from affect_memory.redaction import redact_url
 
     if args.chroma is not None and args.store is not None:

@@ -143,7 +143,7 @@ def _short(text: str) -> str:
 
 
 def _print_table(result: Any) -> None:
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     print(f"{result.query!r} for {result.user_id} at {result.now}")
     if not result.results:

@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run(args: argparse.Namespace) -> int:
     """Print the stats as a table or JSON."""
-    from affect_memory.cli.formatting import format_table
+    from affect_memory.formatting import format_table
 
     with open_memory(args, create=False) as memory:
         stats = memory.stats()

@@ -15,7 +15,7 @@ from chromadb.config import Settings
 
 from affect_memory.bench.recall import format_report
 from affect_memory.cli import main
-from affect_memory.memory.collections import DEFAULT_HNSW
+from affect_memory.memory.chroma.collections import DEFAULT_HNSW
 
 STAGES = (
     "embed_ms",

@@ -16,9 +16,7 @@ import pytest
 import affect_memory as plugin
 from affect_memory import kernel
 from affect_memory.cli import main
-from affect_memory.cli.formatting import MAX_ERROR_CHARS, error_line
 from affect_memory.cli.main import BROKEN_PIPE_STATUS, COMMAND_MODULES
-from affect_memory.kernel.errors import InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,16 +58,6 @@ def test_an_unknown_flag_prints_the_subcommands_usage(
     assert err.startswith(f"usage: affect-memory {command} ")
     last = err.splitlines()[-1]
     assert last == f"affect-memory {command}: error: unrecognized arguments: --bogus"
-
-
-def test_an_error_line_is_one_line_and_cut_when_too_long() -> None:
-    error = InvalidInputError("query must be short:\n" + "x" * 100_000)
-    line = error_line("recall", error)
-    assert "\n" not in line
-    assert line.startswith("affect-memory recall: query must be short: xxx")
-    assert len(line) < MAX_ERROR_CHARS + 60
-    assert line.endswith(f"(line cut; {100_000 + 43:,} characters)")
-    assert error_line("recall", InvalidInputError("short")) == "affect-memory recall: short"
 
 
 def test_a_long_bad_value_comes_back_as_a_short_line(

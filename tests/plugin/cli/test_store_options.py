@@ -171,7 +171,7 @@ SAMPLE = SAMPLE_MEMORIES
 def test_the_memory_commands_use_the_index_that_index_or_the_environment_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from affect_memory.memory.index.opening import INDEX_ENV, INDEX_FILE
+    from affect_memory.memory.index.storage.opening import INDEX_ENV, INDEX_FILE
 
     index = tmp_path / "elsewhere" / "index.sqlite3"
     home = ["--data-dir", str(tmp_path)]
@@ -194,7 +194,7 @@ def test_a_bad_index_exits_2_with_one_line_naming_where_it_came_from(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from affect_memory.memory.index.opening import INDEX_ENV
+    from affect_memory.memory.index.storage.opening import INDEX_ENV
 
     argv = ["stats", "--data-dir", str(tmp_path)]
     if setting == "flag":

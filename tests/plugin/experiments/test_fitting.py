@@ -7,11 +7,11 @@ import pytest
 
 from affect_memory.experiments.data import LabelledQuery, QueryBatch
 from affect_memory.experiments.fitting import fit_weights, split_queries
-from affect_memory.experiments.metrics import evaluate
 from affect_memory.experiments.scorers import similarity_scores
 from affect_memory.experiments.synthetic import generate_from_weights, generate_regime
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.retrieval import DEFAULT_RETRIEVAL_WEIGHTS, RetrievalWeights
+from affect_memory.metrics import evaluate
 
 TRUTH = RetrievalWeights(significance_weight=0.5, recency_horizon_days=30.0,
                          recency_floor=0.2, episode_bonus=0.1)
@@ -104,7 +104,7 @@ def _labelled(
 
 
 def test_a_query_may_have_several_relevant_memories_and_ranks_by_its_best() -> None:
-    from affect_memory.experiments.metrics import ranks
+    from affect_memory.metrics import ranks
 
     rng = np.random.default_rng(5)
     query = _labelled(rng, "u", (6, 2))

@@ -1,13 +1,17 @@
-"""Plot helpers render headless to PNG; the markdown table has the promised shape."""
+"""Plot helpers render headless to PNG and need matplotlib only to draw; the markdown table has
+the promised shape."""
 
 import io
+import subprocess
+import sys
 
 import pytest
 from matplotlib.figure import Figure
 
+from affect_memory.errors import MissingExtraError
 from affect_memory.experiments import plots
-from affect_memory.experiments.metrics import RankingMetrics
 from affect_memory.experiments.report import metrics_table
+from affect_memory.metrics import RankingMetrics
 
 RESULTS = {
     "similarity only": {"A": RankingMetrics(0.25, 0.75, 0.46, 400),
@@ -46,3 +50,15 @@ def test_metrics_table_has_a_row_per_scorer_and_blank_missing_cells() -> None:
     assert table[2] == "| similarity only | 0.460 (0.250/0.750) | 0.440 (0.200/0.700) |"
     assert table[3] == "| kernel default | 0.280 (0.100/0.500) |  |"
     assert metrics_table(RESULTS, detail="mrr").splitlines()[3] == "| kernel default | 0.280 |  |"
+
+
+def test_importing_the_plots_does_not_import_matplotlib() -> None:
+    code = "import sys, affect_memory.experiments.plots; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_drawing_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # what a missing package does
+    with pytest.raises(MissingExtraError, match=r"matplotlib, which the 'dev' extra installs"):
+        plots.delta_bars({"a": 0.1})

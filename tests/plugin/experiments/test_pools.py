@@ -19,7 +19,7 @@ import pytest
 from affect_memory.cli import main
 from affect_memory.cli.demo import SAMPLE_MEMORIES
 from affect_memory.experiments import PoolQuery, fit_weights, label_pools, labelled_pool
-from affect_memory.kernel import AffectEngine, GateResult, RetrievalWeights
+from affect_memory.kernel import AffectEngine, EngineRetrieval, GateResult, RetrievalWeights
 from affect_memory.kernel.adapters import InMemoryStateStore, ScriptedModel
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.memory.settings import load_recall_settings
@@ -107,7 +107,7 @@ def test_fitted_weights_rank_alike_through_recall_weights_and_the_engine(
                     conversation_id="c",
                     retriever=memory.retriever_for(probe["user_id"], settings=settings),
                     clock=lambda: NOW,
-                    weights=explicit,
+                    retrieval=EngineRetrieval(weights=explicit),
                 )
                 assert engine.weights == fitted.weights
                 turn = asyncio.run(engine.turn(probe["query"]))

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from affect_memory.experiments.data import QueryBatch
-from affect_memory.experiments.metrics import evaluate
 from affect_memory.experiments.scorers import kernel_scores, similarity_scores
 from affect_memory.experiments.synthetic import REGIMES, generate_from_weights, generate_regime
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.retrieval import RetrievalWeights
+from affect_memory.metrics import evaluate
 
 FIELDS = ("distances", "ages_days", "significance", "recall_counts", "episodes",
           "memory_valences", "mood_valence", "relevant", "mask")

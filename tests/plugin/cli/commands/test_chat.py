@@ -18,9 +18,9 @@ import pytest
 from affect_memory.cli import main
 from affect_memory.cli.commands.chat import MODEL_ENV, MODEL_URL_ENV
 from affect_memory.kernel.protocols import Message, OutboxItem
-from affect_memory.memory.effects import MEMORY_TOPIC
 from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.turns.effects import MEMORY_TOPIC
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from affect_memory.state.sqlite import SQLiteStateStore
 from tests.plugin.models.test_openai_adapter import (

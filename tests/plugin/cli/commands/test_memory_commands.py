@@ -14,6 +14,7 @@ import pytest
 from affect_memory.cli import main
 from affect_memory.cli.demo import SAMPLE_MEMORIES
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.metrics import first_rank, reciprocal_rank
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.recall_agreement import assert_recall_agrees
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS, RELEVANCE_KEYS
@@ -249,8 +250,8 @@ def test_the_stale_versus_current_probes_through_ingest_and_recall_queries(
         ids = [hit["id"] for hit in result["results"]]
         assert result["user_id"] == probe["user_id"]
         assert result["labels"] == {"current": probe["current"], "stale": probe["stale"]}
-        rank = ids.index(probe["current"]) + 1 if probe["current"] in ids else None
-        reciprocal.append(0.0 if rank is None else 1.0 / rank)
+        rank = first_rank(ids, {probe["current"]})
+        reciprocal.append(reciprocal_rank(ids, {probe["current"]}))
         stale = ids.index(probe["stale"]) if probe["stale"] in ids else len(ids)
         above += rank is not None and rank - 1 < stale
     assert above == 30, f"{above}/30 current facts above their stale ones"
