@@ -338,14 +338,8 @@ class FilteredMembers:
     vectors: list[bytes | None] = field(default_factory=list)
 
 
-def filtered_members(
-    tx: Tx, key: int, where: MemoryFilter, known: Collection[str]
-) -> FilteredMembers:
-    """The memories of user ``key`` meeting ``where``: their count, and (only when more meet
-    it than ``known`` holds) the others with the embeddings the index holds of them."""
-    doc_keys = filtered_docs(tx, key, where)
-    if len(doc_keys) <= len(known):
-        return FilteredMembers(len(doc_keys))
+def _memory_ids(tx: Tx, key: int, doc_keys: npt.NDArray[np.int64]) -> dict[int, str]:
+    """The memory id of each of user ``key``'s documents ``doc_keys``, by document key."""
     names: dict[int, str] = {}
     for part in in_chunks(doc_keys.tolist()):
         names.update(
@@ -356,6 +350,18 @@ def filtered_members(
                 (key, *part),
             )
         )
+    return names
+
+
+def filtered_members(
+    tx: Tx, key: int, where: MemoryFilter, known: Collection[str]
+) -> FilteredMembers:
+    """The memories of user ``key`` meeting ``where``: their count, and (only when more meet
+    it than ``known`` holds) the others with the embeddings the index holds of them."""
+    doc_keys = filtered_docs(tx, key, where)
+    if len(doc_keys) <= len(known):
+        return FilteredMembers(len(doc_keys))
+    names = _memory_ids(tx, key, doc_keys)
     ids, vectors = _absent_vectors(tx, key, {ident: k for k, ident in names.items()}, known)
     return FilteredMembers(len(doc_keys), ids, vectors)
 
@@ -412,16 +418,7 @@ def search(
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break
         doc_keys, scores = doc_keys[keep], scores[keep]
-    names: dict[int, str] = {}
-    for part in in_chunks(doc_keys.tolist()):
-        names.update(
-            (int(doc_key), memory_id)
-            for doc_key, memory_id in tx.rows(
-                "SELECT doc_key, memory_id FROM index_docs "
-                f"WHERE user_key = ? AND doc_key IN ({placeholders(len(part))})",
-                (key, *part),
-            )
-        )
+    names = _memory_ids(tx, key, doc_keys)
     ranked = sorted(
         zip(scores.tolist(), (names[int(k)] for k in doc_keys.tolist()), strict=True),
         key=lambda pair: (-pair[0], pair[1]),
