@@ -18,18 +18,13 @@ ever waiting forever or sleeping. What each case must get:
 from __future__ import annotations
 
 import json
-import os
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.plugin.integrations.mcp_process import McpProcess
+
 START_TIMEOUT = 240.0
 """Seconds the server may take to start: loading the model is slow on a busy machine."""
 REPLY_TIMEOUT = 30.0
@@ -39,50 +34,8 @@ Case = tuple[str, bytes, str, Any]
 """(name, raw line, expected kind: "error", "tool_error" or "none", expected id)."""
 
 
-class Stdio:
+class Stdio(McpProcess):
     """One ``affect-memory mcp`` process; raw lines in, reply lines out under a deadline."""
-
-    def __init__(self, data_dir: Path) -> None:
-        env = {
-            key: os.environ[key]
-            for key in ("PYTHONPATH", "HF_HOME", "TMPDIR", "VIRTUAL_ENV", "PATH")
-            if key in os.environ
-        }
-        env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
-        env.update({k: v for k, v in os.environ.items() if k.startswith("AFFECT_MEMORY_")})
-        self._errlog = (data_dir / "stderr.log").open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "affect_memory.cli", "mcp", "--data-dir", str(data_dir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._errlog,
-            cwd=ROOT,
-            env=env,
-        )
-        self._buffer = b""
-
-    def send(self, line: bytes) -> None:
-        """Write one line (a newline is added)."""
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-
-    def line(self, timeout: float) -> dict[str, Any]:
-        """The next reply line, parsed; fails when none comes within ``timeout``."""
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
-            if not ready:
-                pytest.fail(f"no reply within {timeout:.0f} s")
-            chunk = os.read(self.process.stdout.fileno(), 1 << 16)
-            if not chunk:
-                pytest.fail(f"the server closed stdout (exit {self.process.poll()})")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        reply: dict[str, Any] = json.loads(line)
-        return reply
 
     def replies_before(self, sentinel: str) -> list[dict[str, Any]]:
         """Send a ``ping`` with id ``sentinel``; every reply that came before its answer."""
@@ -93,17 +46,6 @@ class Stdio:
             if reply.get("id") == sentinel and "result" in reply:
                 return seen
             seen.append(reply)
-
-    def close(self) -> None:
-        """Close stdin, which ends the server, and wait for it."""
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._errlog.close()
 
 
 def _call(ident: Any, name: str, arguments: str) -> bytes:

@@ -10,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import select
 import sqlite3
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Coroutine, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -33,6 +30,7 @@ from affect_memory.kernel.engine import DEFAULT_APPRAISAL_POLICY
 from affect_memory.kernel.models import AffectState
 from affect_memory.kernel.surfacing import build_presence_vector
 from tests.contracts.recall_schema import RECALL_RESULT_KEYS, state_similarity_of
+from tests.plugin.integrations.mcp_process import McpProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 BREAKDOWN = RECALL_RESULT_KEYS
@@ -528,53 +526,13 @@ def test_errors_name_the_tool_once_and_cut_long_values(client: McpClient) -> Non
 # -- raw JSON-RPC over the server's stdin: what the SDK client cannot send ------------------------
 
 
-class RawMcp:
+class RawMcp(McpProcess):
     """``affect-memory mcp`` fed hand-written JSON-RPC lines; replies are read by id."""
 
     def __init__(self, data_dir: Path) -> None:
-        env = {
-            key: os.environ[key]
-            for key in ("PYTHONPATH", "HF_HOME", "TMPDIR", "VIRTUAL_ENV", "PATH")
-            if key in os.environ
-        }
-        env.update(HF_HUB_OFFLINE="1", ANONYMIZED_TELEMETRY="False")
-        self._errlog = (data_dir / "raw-server-stderr.log").open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "affect_memory.cli", "mcp", "--data-dir", str(data_dir)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._errlog,
-            cwd=ROOT,
-            env=env,
-        )
+        """Start the server on ``data_dir``."""
+        super().__init__(data_dir, errlog="raw-server-stderr.log")
         self._next_id = 0
-        self._buffer = b""
-
-    def send(self, line: str | bytes) -> None:
-        """Write one line (a newline is added)."""
-        assert self.process.stdin is not None
-        data = line.encode() if isinstance(line, str) else line
-        self.process.stdin.write(data + b"\n")
-        self.process.stdin.flush()
-
-    def reply(self, ident: int, timeout: float) -> dict[str, Any]:
-        """The response to request ``ident``; fails when none comes within ``timeout``."""
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while True:
-            while b"\n" in self._buffer:
-                line, self._buffer = self._buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if message.get("id") == ident:
-                    return dict(message)
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.process.stdout], [], [], max(left, 0))
-            if not ready:
-                pytest.fail(f"no reply to request {ident} within {timeout:.0f} s")
-            chunk = os.read(self.process.stdout.fileno(), 65536)
-            if not chunk:
-                pytest.fail(f"the server closed stdout before replying to request {ident}")
-            self._buffer += chunk
 
     def request(self, method: str, params: dict[str, Any], timeout: float = 60.0) -> Any:
         """Send a well-formed request and return its reply."""
@@ -598,17 +556,6 @@ class RawMcp:
         """A well-formed tools/call; its result."""
         reply = self.request("tools/call", {"name": name, "arguments": arguments})
         return dict(reply["result"])
-
-    def close(self) -> None:
-        """Close stdin, which ends the server, and wait for it."""
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._errlog.close()
 
 
 @pytest.fixture(scope="module")
