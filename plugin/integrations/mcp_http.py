@@ -11,18 +11,16 @@ loopback needs a token: ``check_http_settings`` refuses it otherwise.
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 import socket
 import sys
 from typing import Any, Literal
 
 from affect_memory.errors import MissingExtraError
+from affect_memory.exposure import bearer_authorised, check_exposure
 from affect_memory.integrations.mcp_screen import Rejection, screen_message
 from affect_memory.integrations.mcp_server import build_server
 from affect_memory.integrations.mcp_tools import ServerConfig
-from affect_memory.kernel.errors import InvalidInputError, shown
 
 try:
     import uvicorn
@@ -42,7 +40,6 @@ __all__ = [
     "ScreenedBodies",
     "check_http_settings",
     "http_app",
-    "is_loopback",
     "serve_http",
 ]
 
@@ -61,37 +58,10 @@ TOKEN_ENV = "AFFECT_MEMORY_MCP_TOKEN"
 _log = logging.getLogger(__name__)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only: ``localhost``, 127.0.0.0/8 or ``::1``."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_http_settings(host: str, port: int, token: str | None) -> str | None:
-    """The token to require (None: none), after refusing what would serve unsafely.
-
-    A host that is not loopback needs a token; a token must be visible ASCII without spaces
-    (it travels in a header). Errors never show the token.
-    """
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-        raise InvalidInputError(f"--port must be between 0 and 65535, got {shown(port)}")
-    if token is not None:
-        if not token or not all("!" <= char <= "~" for char in token):
-            raise InvalidInputError(
-                f"the bearer token (--token or {TOKEN_ENV}) must be non-empty visible ASCII "
-                "without spaces"
-            )
-        return token
-    if not is_loopback(host):
-        raise InvalidInputError(
-            f"--host {shown(host)} is not loopback: serving beyond this machine needs a bearer "
-            f"token (--token or {TOKEN_ENV})"
-        )
-    return None
+    """The token the MCP HTTP server requires (None: none), after refusing what would serve
+    unsafely (``affect_memory.exposure.check_exposure``)."""
+    return check_exposure(host, port, token, token_env=TOKEN_ENV)
 
 
 class BearerGuard:
@@ -99,7 +69,7 @@ class BearerGuard:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
-        self._expected = f"Bearer {token}".encode("ascii")
+        self._token = token.encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass lifespan and authorised requests through; answer 401 to the rest."""
@@ -112,9 +82,7 @@ class BearerGuard:
         await _send_json(send, 401, body, challenge)
 
     def _authorised(self, scope: Scope) -> bool:
-        given = [value for name, value in scope.get("headers", ()) if name == b"authorization"]
-        # One header, compared in constant time so its timing tells nothing of the token.
-        return len(given) == 1 and hmac.compare_digest(given[0], self._expected)
+        return bearer_authorised(scope.get("headers", ()), self._token)
 
 
 class ScreenedBodies:

@@ -23,12 +23,12 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from affect_memory.exposure import is_loopback
 from affect_memory.integrations.mcp_http import (
     MCP_PATH,
     TOKEN_ENV,
     ScreenedBodies,
     check_http_settings,
-    is_loopback,
 )
 from affect_memory.integrations.mcp_screen import REFUSAL_KEY
 from affect_memory.kernel import __version__
