@@ -19,7 +19,7 @@ counts indexes, not bytes (chromadb 1.5.9 ignores ``chroma_segment_cache_policy`
 path is first opened in the process. ``index_cache=N`` bounds it by lowering the soft open-file
 limit to ``5 * N`` for the moment the client is built, and restoring it at once. Each loaded
 index costs about 2.6 MB plus 2.7 KB per memory (384 dimensions, 32 neighbours). A server's
-cache is set in the YAML file given to ``chroma run`` (README "Many users").
+cache is set in the YAML file given to ``chroma run`` (docs/evaluation/performance.md).
 """
 
 from __future__ import annotations
@@ -92,7 +92,12 @@ class StoreLocation:
 
 
 def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
-    """Parse ``":memory:"``, ``http(s)://host:port`` or a directory path; refuse anything else."""
+    """Parse ``":memory:"``, ``http(s)://host:port`` or a directory path; refuse anything else.
+
+    A relative path is made absolute here: chromadb keeps one client per path string for the
+    life of the process, so ``data`` opened from two working directories would otherwise
+    reach the first one's store beside the second one's index.
+    """
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str) or not value.strip():
@@ -100,7 +105,7 @@ def parse_location(value: str | os.PathLike[str]) -> StoreLocation:
     if value == IN_MEMORY:
         return StoreLocation("memory")
     if "://" not in value:
-        return StoreLocation("path", path=Path(value).expanduser())
+        return StoreLocation("path", path=Path(value).expanduser().absolute())
     parts = urlsplit(value)
     shown_value = redact_url(value)  # never echo user:password@ or a ?token=
     if parts.scheme not in ("http", "https"):
