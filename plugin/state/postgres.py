@@ -26,7 +26,8 @@ set to what is left of ``lock_timeout`` seconds; past it :class:`LockTimeoutErro
 conversation and the timeout.
 
 Schema: ``affect_memory.state.postgres_schema`` (one configurable PostgreSQL schema, migrated on
-open).
+open). A commit writes its turns' history rows (the mood after each, ``postgres_history``) in
+the same transaction.
 
 Durability: a returned commit is a committed PostgreSQL transaction (with the server's
 ``synchronous_commit``). PostgreSQL text cannot hold NUL characters, so messages,
@@ -86,6 +87,13 @@ from affect_memory.state.common import (
     encode_payload,
     encode_state,
 )
+from affect_memory.state.postgres_history import (
+    HistoryStatements,
+    claim,
+    history_parameters,
+    list_conversations,
+    read_turns,
+)
 from affect_memory.state.postgres_schema import (
     DEFAULT_SCHEMA,
     SCHEMA_VERSION,
@@ -97,6 +105,11 @@ from affect_memory.state.postgres_sessions import (
     Lease,
     Sessions,
     conversation_lock_key,
+)
+from affect_memory.state.turn_history import (
+    ConversationSummary,
+    ConversationTurn,
+    turn_affect_rows,
 )
 from affect_memory.state.user_links import (
     StateErasure,
@@ -161,6 +174,7 @@ class PostgresStateStore(ClosingStore):
         self._display = display(params)
         self._backing = f"{self._display}#{schema}"
         self._sql = Statements.for_schema(schema)
+        self._history = HistoryStatements.for_schema(schema)
         first, kwargs = connect_first(
             url,
             connect_timeout=connect_timeout,
@@ -304,7 +318,7 @@ class PostgresStateStore(ClosingStore):
         conversation of ``user_id`` and every outbox item naming them
         (``affect_memory.state.user_links``); running it again removes nothing more."""
         user_id = check_user_id(user_id)
-        statements = self._user_sql
+        statements, history = self._user_sql, self._history
 
         def erase(connection: Connection) -> StateErasure:
             with connection.transaction():
@@ -319,10 +333,45 @@ class PostgresStateStore(ClosingStore):
                 outbox = connection.execute(statements["outbox_of"], (conversations,)).rowcount
                 outbox += connection.execute(statements["outbox_ids"], (sorted(items),)).rowcount
                 connection.execute(statements["conversations"], (conversations,))
+                connection.execute(history.erase, (conversations,))
                 connection.execute(statements["links"], (user_id, conversations))
             return StateErasure(user_id, tuple(conversations), messages, outbox)
 
         return await self._sessions.pooled(erase, "erase a user from")
+
+    # -- conversation history (``affect_memory.state.turn_history``) ---------------------
+
+    async def conversations(self, user_id: str) -> tuple[ConversationSummary, ...]:
+        """The conversations linked to ``user_id``, by conversation id."""
+        user_id = check_user_id(user_id)
+        history = self._history
+        return await self._sessions.pooled(
+            lambda c: list_conversations(c, history, user_id), "list the conversations in"
+        )
+
+    async def conversation_turns(
+        self, user_id: str, conversation_id: str
+    ) -> tuple[ConversationTurn, ...] | None:
+        """The turns of ``conversation_id`` in order; None unless it belongs to ``user_id``."""
+        user_id = check_user_id(user_id)
+        check_conversation_id(conversation_id)
+        if "\x00" in conversation_id:
+            return None  # no stored conversation id can hold one
+        history = self._history
+        return await self._sessions.pooled(
+            lambda c: read_turns(c, history, user_id, conversation_id), "read a conversation in"
+        )
+
+    async def claim_conversation(self, conversation_id: str, user_id: str) -> bool:
+        """Link ``conversation_id`` to ``user_id`` before a turn; False (nothing written) when
+        it belongs to another user, or holds turns and belongs to nobody."""
+        check_conversation_id(conversation_id)
+        check_storable(conversation_id, "conversation_id")
+        user_id = check_user_id(user_id)
+        history = self._history
+        return await self._sessions.pooled(
+            lambda c: claim(c, history, conversation_id, user_id), "claim a conversation in"
+        )
 
     def _read_state(self, connection: Connection, conversation_id: str) -> AffectState | None:
         row = connection.execute(self._sql.read_state, (conversation_id,)).fetchone()
@@ -366,6 +415,8 @@ class PostgresStateStore(ClosingStore):
         statements = self._sql
         links = [(conversation_id, user) for user in sorted(payload_users(prepared.outbox))]
         link = self._user_sql["link"]
+        history = turn_affect_rows(prepared.messages, prepared.state)
+        add_history, history_rows = self._history.add, history_parameters(conversation_id, history)
 
         def write(connection: Connection) -> None:
             # One round trip: BEGIN, the writes and COMMIT travel as one pipeline; any
@@ -377,6 +428,8 @@ class PostgresStateStore(ClosingStore):
                     )
                 if message_rows["roles"]:
                     connection.execute(statements.append_messages, message_rows)
+                if history:
+                    connection.execute(add_history, history_rows)
                 if outbox_rows["ids"]:
                     connection.execute(statements.add_outbox, outbox_rows)
                 for pair in links:

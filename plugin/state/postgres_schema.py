@@ -30,7 +30,7 @@ __all__ = [
     "schema_key32",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest migration this module applies and the only schema version it reads."""
 
 DEFAULT_SCHEMA = "affect_memory"
@@ -76,8 +76,23 @@ _MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX conversation_users_by_user ON {schema}.conversation_users (user_id)",
         ),
     ),
+    (
+        3,
+        "the mood and emotions after each committed turn",
+        (
+            # A NULL mood: the turn kept the state as it was (affect_memory.state.turn_history).
+            "CREATE TABLE {schema}.turn_affect ("
+            " conversation_id text NOT NULL,"
+            " message_seq bigint NOT NULL,"
+            " pleasure double precision,"
+            " arousal double precision,"
+            " dominance double precision,"
+            " emotions text,"
+            " PRIMARY KEY (conversation_id, message_seq))",
+        ),
+    ),
 )
-TABLES = ("conversations", "messages", "outbox", "conversation_users")
+TABLES = ("conversations", "messages", "outbox", "conversation_users", "turn_affect")
 """The store's tables, besides ``schema_version``."""
 _MIGRATION_LOCK_CLASS = 0x41464D4D
 """First half of the two-int advisory key that serializes migrations ('AFMM')."""

@@ -4,7 +4,8 @@ A conversation is held for the length of a turn by an OS file lock
 (``flock`` on ``<db>.locks/<sha256(conversation id)>.lock``), which the kernel releases when
 its owner dies, so no stale lock outlives a crashed process. SQLite itself is only ever
 held for short transactions: one read at load, one ``BEGIN IMMEDIATE`` write at commit
-holding the new state, every message of the turn and its outbox rows. Different
+holding the new state, every message of the turn, its outbox rows and its history row (the
+mood after it, ``affect_memory.state.turn_history``). Different
 conversations therefore never wait on each other for longer than a commit.
 
 Waiting is bounded: a turn waits at most ``lock_timeout`` seconds for its conversation
@@ -64,8 +65,19 @@ from affect_memory.state.common import (
     encode_state,
     when_done,
 )
+from affect_memory.state.sqlite_history import (
+    add_turn_affect,
+    claim,
+    list_conversations,
+    read_turns,
+)
 from affect_memory.state.sqlite_reads import ReadCache
 from affect_memory.state.sqlite_schema import SCHEMA_VERSION, migrate
+from affect_memory.state.turn_history import (
+    ConversationSummary,
+    ConversationTurn,
+    turn_affect_rows,
+)
 from affect_memory.state.user_links import (
     StateErasure,
     check_user_id,
@@ -383,6 +395,7 @@ class SQLiteStateStore(ClosingStore):
                     ).rowcount
                     for statement in (
                         "DELETE FROM conversations WHERE conversation_id = ?",
+                        "DELETE FROM turn_affect WHERE conversation_id = ?",
                         "DELETE FROM conversation_users WHERE conversation_id = ?",
                     ):
                         connection.execute(statement, (conversation_id,))
@@ -395,6 +408,33 @@ class SQLiteStateStore(ClosingStore):
             return StateErasure(user_id, tuple(conversations), messages, outbox)
 
         return await self._db.run(erase)
+
+    # -- conversation history (``affect_memory.state.turn_history``) ---------------------
+
+    async def conversations(self, user_id: str) -> tuple[ConversationSummary, ...]:
+        """The conversations linked to ``user_id``, by conversation id."""
+        user_id = check_user_id(user_id)
+        return await self._db.run(lambda c: list_conversations(c, user_id))
+
+    async def conversation_turns(
+        self, user_id: str, conversation_id: str
+    ) -> tuple[ConversationTurn, ...] | None:
+        """The turns of ``conversation_id`` in order; None unless it belongs to ``user_id``."""
+        user_id = check_user_id(user_id)
+        check_conversation_id(conversation_id)
+        return await self._db.run(lambda c: read_turns(c, user_id, conversation_id))
+
+    async def claim_conversation(self, conversation_id: str, user_id: str) -> bool:
+        """Link ``conversation_id`` to ``user_id`` before a turn; False (nothing written) when
+        it belongs to another user, or holds turns and belongs to nobody."""
+        check_conversation_id(conversation_id)
+        user_id = check_user_id(user_id)
+
+        def claimed(connection: sqlite3.Connection) -> bool:
+            with self._db.write(connection):
+                return claim(connection, conversation_id, user_id)
+
+        return await self._db.run(claimed)
 
     def _commit_work(
         self,
@@ -427,6 +467,7 @@ class SQLiteStateStore(ClosingStore):
         ]
         stamp = now.astimezone(UTC).isoformat()
         links = [(conversation_id, user) for user in sorted(payload_users(prepared.outbox))]
+        history = turn_affect_rows(prepared.messages, prepared.state)
 
         def write(connection: sqlite3.Connection) -> None:
             with self._db.write(connection):
@@ -453,6 +494,7 @@ class SQLiteStateStore(ClosingStore):
                         "VALUES (?, ?, ?, ?)",
                         message_rows,
                     )
+                    add_turn_affect(connection, conversation_id, history)
                 if outbox_rows:
                     connection.executemany(
                         "INSERT OR IGNORE INTO outbox (id, topic, payload, conversation_id) "

@@ -11,7 +11,7 @@ from affect_memory.kernel.errors import StateStoreError
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """``PRAGMA user_version`` of the tables this module writes; older files are upgraded on open."""
 
 _SCHEMA_V1 = """
@@ -50,6 +50,13 @@ _UPGRADES: dict[int, tuple[str, ...]] = {
         "CREATE TABLE conversation_users (conversation_id TEXT NOT NULL, user_id TEXT NOT NULL,"
         " PRIMARY KEY (conversation_id, user_id))",
         "CREATE INDEX conversation_users_by_user ON conversation_users (user_id)",
+    ),
+    # 3 -> 4: the mood and emotions after each committed turn, a NULL mood where the turn kept
+    # the state as it was (``affect_memory.state.turn_history``).
+    3: (
+        "CREATE TABLE turn_affect (conversation_id TEXT NOT NULL, message_seq INTEGER NOT NULL,"
+        " pleasure REAL, arousal REAL, dominance REAL, emotions TEXT,"
+        " PRIMARY KEY (conversation_id, message_seq))",
     ),
 }
 """The statements that take a file from each schema version to the next."""

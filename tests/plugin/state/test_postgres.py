@@ -53,6 +53,10 @@ from tests.contracts.state_store_contract import (  # noqa: E402
     StoreFactory,
     WaitWatch,
 )
+from tests.plugin.state.history_checks import (  # noqa: E402
+    assert_history_replays,
+    postgres_history,
+)
 from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -105,7 +109,7 @@ def store(open_store: Opener) -> PostgresStateStore:
 
 def dump(url: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table of the schema: what a failed call must leave unchanged."""
-    tables = ("conversations", "messages", "outbox", "schema_version")
+    tables = ("conversations", "messages", "outbox", "turn_affect", "schema_version")
     return {t: run_sql(url, f'SELECT * FROM "{schema}".{t} ORDER BY 1, 2') for t in tables}
 
 
@@ -268,6 +272,7 @@ async def test_opening_creates_the_tables_in_the_schema_and_records_the_version(
         "messages",
         "outbox",
         "conversation_users",
+        "turn_affect",
         "schema_version",
     }
     versions = run_sql(url, f'SELECT version FROM "{schema}".schema_version ORDER BY version')
@@ -741,6 +746,7 @@ FAULTS = {
     ),
     "state update": ("c1", "BEFORE UPDATE ON {s}.conversations FOR EACH ROW", _RAISE, "injected"),
     "messages": ("c1", "AFTER INSERT ON {s}.messages FOR EACH ROW", _RAISE, "injected"),
+    "turn history": ("c1", "AFTER INSERT ON {s}.turn_affect FOR EACH ROW", _RAISE, "injected"),
     "outbox": ("c1", "AFTER INSERT ON {s}.outbox FOR EACH ROW", _RAISE, "injected"),
     "at COMMIT": (
         "c1",
@@ -879,6 +885,8 @@ def test_a_worker_killed_mid_turn_releases_the_conversation(url: str, schema: st
     state, transcript = stored(url, schema, "victim")
     assert [content for _, content in transcript[::2]] == [message_for(0, 0), message_for(2, 0)]
     assert_paired_and_replayable(state, transcript)
+    # after the kill: one history row per committed turn, none for the killed one
+    assert_history_replays(*postgres_history(url, schema, "victim"))
 
 
 def test_a_turn_waiting_on_a_killed_holder_completes_once_its_connection_drops(

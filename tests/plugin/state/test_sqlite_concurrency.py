@@ -27,6 +27,7 @@ from affect_memory.kernel.adapters import ScriptedModel, ScriptedReply
 from affect_memory.kernel.engine import AffectEngine
 from affect_memory.kernel.protocols import GateResult
 from tests.contracts.snapshots import dump_sqlite
+from tests.plugin.state.history_checks import assert_history_replays, sqlite_history
 from tests.plugin.state.sqlite_worker import intent_of, message_for, reply_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -179,6 +180,7 @@ def test_a_process_killed_mid_generation_leaves_no_trace_and_no_lock(db: Path) -
     state, transcript = stored(db, "victim")
     assert [content for _, content in transcript[::2]] == [message_for(0, 0), message_for(2, 0)]
     assert_paired_and_replayable(state, transcript)
+    assert_history_replays(*sqlite_history(db, "victim"))
 
 
 def test_a_turn_waits_for_a_conversation_another_process_holds_at_most_its_lock_timeout(
@@ -217,6 +219,8 @@ def test_kills_at_random_moments_never_leave_half_a_turn(db: Path) -> None:
         worker.kill()
         state, transcript = stored(db, "crashy")
         assert_paired_and_replayable(state, transcript)
+        # after every kill: one history row per committed turn, none for a lost one
+        assert_history_replays(*sqlite_history(db, "crashy"))
     assert len(transcript) >= 6
 
 

@@ -1,5 +1,6 @@
 """Erasing a user from a real state store (SQLite and PostgreSQL): their conversations'
-state, transcript and outbox items go, in one transaction; the other user's stay."""
+state, transcript, turn history and outbox items go, in one transaction; the other user's
+stay."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def test_erase_user_removes_their_conversations_and_items_and_keeps_the_other_us
             before = held(kind, where)
             assert mentions(before, "ann") and mentions(before, "bob")
             assert ("ann-2", "ann") in before["conversation_users"]
+            assert before["turn_affect"] == [
+                ("ann-1",), ("ann-2",), ("bob-1",), ("team",), ("team",)
+            ]
             erased = asyncio.run(store.erase_user("ann"))
             assert erased.conversations == ("ann-1", "ann-2", "team")
             assert erased.messages == 4 and erased.outbox_items == 3
@@ -33,6 +37,7 @@ def test_erase_user_removes_their_conversations_and_items_and_keeps_the_other_us
             assert after["messages"] == [("bob-1", "bob says hi")]
             assert after["outbox"] == [("b1-memory", "bob-1")]
             assert after["conversation_users"] == [("bob-1", "bob")]
+            assert after["turn_affect"] == [("bob-1",)]
             again = asyncio.run(store.erase_user("ann"))
             assert (again.conversations, again.messages, again.outbox_items) == ((), 0, 0)
             assert held(kind, where) == after

@@ -59,6 +59,7 @@ def held(kind: str, where: str) -> dict[str, list[tuple[Any, ...]]]:
         "messages": "SELECT conversation_id, content FROM {}messages",
         "outbox": "SELECT id, conversation_id FROM {}outbox",
         "conversation_users": "SELECT conversation_id, user_id FROM {}conversation_users",
+        "turn_affect": "SELECT conversation_id FROM {}turn_affect",
     }
     if kind == "sqlite":
         import sqlite3
