@@ -120,6 +120,11 @@ def test_the_wheel_has_one_import_root_and_carries_its_runtime_data(wheel: Path)
         "affect_memory/kernel/py.typed",
     ):
         assert data in names, data
+    # the inspector's page, every file of it (serve --inspector reads them from the package)
+    static = sorted((ROOT / "plugin" / "http" / "inspector_static").iterdir())
+    assert {path.name for path in static} >= {"index.html", "inspector.css", "inspector.js"}
+    for path in static:
+        assert f"affect_memory/http/inspector_static/{path.name}" in names, path.name
 
 
 @pytest.fixture(scope="module")

@@ -10,29 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from affect_memory.errors import StoreError
 from affect_memory.formatting import format_table
 from affect_memory.kernel import (
     AffectEngine,
-    GateInput,
-    GateResult,
-    GenerateInput,
     ScoredCandidate,
     TurnResult,
     mood_octant,
 )
-from affect_memory.kernel.adapters import DelegatingRetriever, ScriptedModel
+from affect_memory.kernel.adapters import DelegatingRetriever
 from affect_memory.kernel.engine import DEFAULT_ENGINE_LIMITS
 from affect_memory.kernel.models import MemoryCandidate
 from affect_memory.kernel.protocols import RankedRetriever, RetrievalInput
 from affect_memory.memory.batches import read_records
+
+if TYPE_CHECKING:
+    from affect_memory.gate.scripted import GatedScriptedModel
 
 __all__ = [
     "DEMO_CONVERSATION",
@@ -85,27 +85,6 @@ class DemoTurn:
     distance_order: tuple[str, ...]
     """Every candidate Chroma returned for the turn, nearest first (empty without retrieval)."""
     presence: str
-
-
-class _GatedScriptedModel:
-    """A model adapter whose gate is the real embedding gate and whose replies are scripted."""
-
-    def __init__(self, gate: Any, replies: Sequence[str]) -> None:
-        self._gate = gate
-        self._script = ScriptedModel(replies=[[reply] for reply in replies])
-        self.predictions: list[Any] = []
-
-    async def gate(self, request: GateInput) -> GateResult:
-        prediction = await asyncio.to_thread(self._gate.classify, request.message)
-        self.predictions.append(prediction)
-        return GateResult(
-            intent=prediction.intent,
-            should_respond=True,
-            should_retrieve=prediction.should_retrieve,
-        )
-
-    def generate(self, request: GenerateInput) -> AsyncIterator[str]:
-        return self._script.generate(request)
 
 
 class _RecordingRetriever(DelegatingRetriever):
@@ -166,6 +145,7 @@ def run_demo(
     fresh conversation id, as a Chroma server gets a fresh collection.
     """
     from affect_memory.gate.classifier import EmbeddingIntentGate
+    from affect_memory.gate.scripted import GatedScriptedModel
     from affect_memory.memory.store import ChromaMemory
     from affect_memory.memory.turns.effects import MemoryTurnEffects
     from affect_memory.models.embeddings import default_embedder
@@ -190,7 +170,7 @@ def run_demo(
             f"Ingested {written} sample memories ({memory.count(DEMO_USER)} of {DEMO_USER}) "
             f"into {memory.location}; the conversation happens at {DEMO_NOW:%Y-%m-%d %H:%M} UTC."
         )
-        model = _GatedScriptedModel(
+        model = GatedScriptedModel(
             EmbeddingIntentGate(embedder), [reply for _, reply in DEMO_CONVERSATION]
         )
         clock = _stepping_clock(DEMO_NOW, timedelta(minutes=2))
@@ -227,7 +207,7 @@ def run_demo(
 
 
 async def _converse(
-    engine: AffectEngine, model: _GatedScriptedModel, retriever: _RecordingRetriever
+    engine: AffectEngine, model: GatedScriptedModel, retriever: _RecordingRetriever
 ) -> list[DemoTurn]:
     turns: list[DemoTurn] = []
     for message, _ in DEMO_CONVERSATION:

@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "adopt",
     "classify",
     "mcp",
+    "serve",
     "chat",
     "conformance",
     "bench",

@@ -188,26 +188,20 @@ async def _converse(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    from affect_memory.kernel.engine import AffectEngine
     from affect_memory.memory.turns.effects import MemoryTurnEffects
+    from affect_memory.memory.turns.user_engine import user_engine
     from affect_memory.state.location import state_store_label
 
-    effects = MemoryTurnEffects(memory, user_id=user_id)
     async with model:
-        replay = await effects.replay_pending(store)
+        replay = await MemoryTurnEffects(memory, user_id=user_id).replay_pending(store)
         if replay.applied or replay.failed:
             print(
                 f"replayed {replay.applied} pending memory write(s)"
                 + (f"; {replay.failed} still failing" if replay.failed else ""),
                 file=err,
             )
-        engine = AffectEngine(
-            model=model,
-            store=store,
-            conversation_id=conversation_id,
-            retriever=memory.retriever_for(user_id),
-            effects=[effects],
-            user_id=user_id,
+        engine = user_engine(
+            memory, model, store, user_id=user_id, conversation_id=conversation_id
         )
         print(
             f"chatting as {shown(user_id)} in {shown(conversation_id)} with {model.model} at "
