@@ -9,6 +9,7 @@ BENCHMARK_MODULES: tuple[str, ...] = (
     "longmemeval",
     "recall",
     "scoring",
+    "serve",
     "startup",
     "users",
 )

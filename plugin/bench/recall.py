@@ -167,7 +167,7 @@ def register(benchmarks: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=int,
         default=0,
         metavar="N",
-        help="also measure N real-embedding memories (the HNSW recall check; 20000 in the README)",
+        help="also measure N real-embedding memories (the HNSW recall check; 20000 in the docs)",
     )
     parser.add_argument(
         "--hnsw",

@@ -1,5 +1,6 @@
-"""The servers a benchmark runs against: a ``chroma run`` it starts on a free 127.0.0.1 port and
-stops by PID, and a PostgreSQL schema of its own on a server it is given, dropped afterwards.
+"""The servers a benchmark runs against: a ``chroma run`` or an ``affect-memory serve`` it starts
+on a free 127.0.0.1 port and stops by PID, and a PostgreSQL schema of its own on a server it is
+given, dropped afterwards.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Any
 
 from affect_memory.errors import StoreUnavailableError
 from affect_memory.kernel.errors import InvalidInputError, shown
-from affect_memory.state.location import StateLocation, parse_state_url
+from affect_memory.state.location import STATE_ENV, StateLocation, parse_state_url
 
 __all__ = [
     "ChromaServer",
+    "api_server",
     "bench_schema",
     "chroma_server",
     "free_port",
@@ -89,6 +91,61 @@ def chroma_server(data: Path, *, startup_timeout: float = 60.0) -> Iterator[Chro
             yield ChromaServer(url, process.pid)
         finally:
             _stop(process)
+
+
+@contextmanager
+def api_server(data_dir: Path, *, token: str, startup_timeout: float = 180.0) -> Iterator[str]:
+    """``affect-memory serve --data-dir DATA_DIR --port 0``: its URL once it prints that it
+    listens (it loads the model first), stopped by PID on the way out.
+
+    The server requires ``token``, given in its environment (a command line is visible to other
+    users), and takes neither the caller's index nor state setting: it serves the store in
+    ``data_dir`` with the index inside it. Its output goes to files in ``data_dir``.
+    """
+    from affect_memory.http.exposure import TOKEN_ENV
+    from affect_memory.http.server import LISTENING
+    from affect_memory.memory.index.storage.opening import INDEX_ENV
+
+    out_path, log_path = data_dir / "serve.stdout", data_dir / "serve.log"
+    env = {name: value for name, value in os.environ.items() if name not in (INDEX_ENV, STATE_ENV)}
+    env.update({TOKEN_ENV: token, "ANONYMIZED_TELEMETRY": "False"})
+    command = [sys.executable, "-m", "affect_memory.cli", "serve", "--data-dir", str(data_dir),
+               "--port", "0"]  # fmt: skip
+    with out_path.open("wb") as out, log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=out, stderr=log, env=env
+        )
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not (url := _announced(out_path, LISTENING)):
+                if process.poll() is not None:
+                    raise StoreUnavailableError(
+                        f"affect-memory serve exited with status {process.returncode}: "
+                        f"{_last_line(log_path)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise StoreUnavailableError(
+                        f"affect-memory serve did not listen within {startup_timeout:g} s: "
+                        f"{_last_line(log_path)}"
+                    )
+                time.sleep(0.2)
+            yield url
+        finally:
+            _stop(process)
+
+
+def _announced(out_path: Path, prefix: str) -> str:
+    """The URL after ``prefix`` on a line the server printed, or "" before it prints one."""
+    for line in out_path.read_text("utf-8", "replace").splitlines():
+        if line.startswith(prefix):
+            return line.removeprefix(prefix).strip()
+    return ""
+
+
+def _last_line(log_path: Path) -> str:
+    """The last line the server wrote to stderr: what a one-line error can say of its end."""
+    lines = log_path.read_text("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "(it wrote nothing to stderr)"
 
 
 def _answers(url: str) -> bool:
