@@ -51,7 +51,7 @@ _OCTANTS = {
 
 
 class AffectControls(ParameterModel):
-    """The constants of the response controls; see the provenance table in README."""
+    """The constants of the response controls; see docs/kernel/constants.md."""
 
     neutral_deadband: UnitInterval = 0.15
     temperature_base: NonNegativeFloat = 1.0

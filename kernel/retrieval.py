@@ -58,7 +58,7 @@ PositiveUnit = Annotated[UnitInterval, AfterValidator(_positive)]
 
 
 class RetrievalWeights(ParameterModel):
-    """The constants of the memory scorer; see the provenance table in README.
+    """The constants of the memory scorer; see docs/kernel/constants.md.
 
     The gains (significance, recall, episode) are not capped at 1: fitting explores up to 2.
     """

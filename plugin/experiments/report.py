@@ -1,4 +1,4 @@
-"""Markdown tables of ranking results, for notebook cells and the README."""
+"""Markdown tables of ranking results, for notebook cells and the documentation."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An offline intent gate: classify a message by embedding similarity to labelled exemplars.
 
 Scoring (chosen on exemplar leave-one-out and the tune split of ``fixtures/intent_eval.jsonl``;
-see the README's "Intent gate" section for the numbers). For a message vector ``x`` and an
+see docs/guides/intent-gate.md for the numbers). For a message vector ``x`` and an
 intent ``c`` with unit exemplar vectors ``e``::
 
     score(c)   = w × cos(x, centroid(c)) + (1 - w) × mean of the top-k cos(x, e)   (w=0.5, k=3)

@@ -45,4 +45,4 @@ class GateParams:
 
 
 DEFAULT_GATE_PARAMS = GateParams()
-"""The preset the numbers were tuned with (README "Intent gate")."""
+"""The preset the numbers were tuned with (docs/guides/intent-gate.md)."""

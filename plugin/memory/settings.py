@@ -1,6 +1,6 @@
 """Recall's ranking settings: how the candidate pool is built and the weights it is scored with.
 
-The defaults are the measured design (README, "Retrieval"): Chroma's 192 nearest memories and
+The defaults are the measured design (docs/concepts/retrieval.md): Chroma's 192 nearest memories and
 the lexical index's 64 best BM25 matches, fused relevance with lexical weight 0.6, the
 query's time rule, and the kernel's weights with a 120-day horizon and a 0.10 floor.
 ``DENSE_RECALL`` is recall as it was before the hybrid pool (the nearest 32 by cosine,
@@ -95,7 +95,7 @@ class RecallSettings(ParameterModel):
     """A current-state question adds this times a memory's topic agreement with the query
     (``affect_memory.memory.recall.life_topics``), before the change gain: chosen on six
     stale-versus-current sets, checked on three written after under a rule declared before
-    scoring (README)."""
+    scoring (docs/evaluation/stale-current.md)."""
     topic_temperature: PositiveFloat = 0.05
     """The softmax temperature of a text's cosines with the life domains: cosines 0.05 apart
     weigh e times apart, so a text leans on its one or two nearest domains."""
@@ -103,7 +103,7 @@ class RecallSettings(ParameterModel):
     """A current-state question's relevance of a memory that reports a change is ``1 +
     change_gain`` times what it is otherwise, at most 1
     (``affect_memory.memory.recall.change_cues``): chosen on five blind stale-versus-current sets
-    and checked on a sixth (README)."""
+    and checked on a sixth (docs/evaluation/stale-current.md)."""
     state_cue_words: PositiveFloat = 50.0
     """A current-state question's topic term and change gain count fully for a memory of up
     to this many words and at this many over its words for a longer one: a change word or a
@@ -112,7 +112,7 @@ class RecallSettings(ParameterModel):
     """A current-state question blends each memory's cosine with its cosine with the query's
     closest memory at this weight (``affect_memory.memory.recall.feedback``): chosen among a few
     weights and variants on 25 sets of ``fixtures/stale_current`` and kept on four written
-    after, under a rule declared before they were scored (README)."""
+    after, under a rule declared before they were scored (docs/evaluation/stale-current.md)."""
     anchor_members: Annotated[int, _pool_size(1)] = 3
     """How many of a pool's most relevant members the state and former rules take their
     anchor date from (three: in a small store five often hold unrelated newer small talk)."""

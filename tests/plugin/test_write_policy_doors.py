@@ -1,5 +1,6 @@
-"""The write policy at every door: after the README's memory-then-turn snippet, the fact that
-answers a question ranks above whatever the turn stored, through LangChain, the CLI and MCP.
+"""The write policy at every door: after the README quickstart's remember-then-turn snippets,
+the fact that answers a question ranks above whatever the turn stored, through LangChain, the
+CLI and MCP.
 
 The same snippet run with questions stored (the policy before issue 12) shows what the policy
 prevents: the stored question itself outranks the fact at the doors.
@@ -24,7 +25,7 @@ from affect_memory.models.embeddings import Embedder
 from tests.plugin.integrations.test_mcp_server import McpClient
 
 ROOT = Path(__file__).resolve().parents[2]
-HEADING = "## Use it as your agent's memory"
+HEADING = "## Quickstart"
 QUESTION = "Where do I live now?"
 NOW = "2026-06-02T09:00:00Z"
 OLD_POLICY = "MemoryTurnEffects(memory, policy=DefaultMemoryWritePolicy(store_questions=True))"

@@ -101,7 +101,7 @@ class HnswParams(FrozenModel):
 
 DEFAULT_HNSW = HnswParams()
 """Measured for recall@64 >= 0.98 with a per-user filter at 20,000 memories: 1.0000 on real
-embeddings and on random unit vectors (README "Scale out";
+embeddings and on random unit vectors (docs/guides/scale-out.md;
 ``python -m affect_memory.bench.hnsw_sweep`` sweeps the settings,
 ``affect-memory bench recall --real 20000`` re-measures this one)."""
 

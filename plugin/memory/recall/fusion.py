@@ -7,8 +7,7 @@ same from query to query and a lone memory that matches well scores high (a stor
 "I keep bees on the roof" gives "bees" its cosine and a full share). The lexical weight ``w``
 is 0.6 by default: on the LoCoMo dev half this absolute fusion was flat from 0.6 to 0.7
 (MRR@10 0.493 at both, 0.481 at 0.5 and 0.480 at 0.9, measured offline on the whole
-conversation), and reciprocal-rank fusion scored below BM25 alone there (README,
-"Retrieval").
+conversation), and reciprocal-rank fusion scored below BM25 alone there (docs/evaluation/locomo.md).
 """
 
 from __future__ import annotations
