@@ -209,14 +209,15 @@ def _schemas() -> dict[str, Any]:
         "Conversation": _object(
             {"conversation_id": _STRING, "user_id": _STRING, "turns": {"type": "array",
              "items": _object({"index": _INTEGER, "timestamp": _nullable(_STRING), "user": _STRING,
-                               "assistant": _STRING, "mood": _MOOD, "emotions": _EMOTIONS},
+                               "assistant": _STRING, "mood": _nullable(_MOOD),
+                               "emotions": _EMOTIONS},
                               closed=False)}},
             "conversation_id", "user_id", "turns", closed=False,
         ),
         "TurnRequest": _object({"message": _STRING, "now": _TIME}, "message"),
         "TurnReply": _object(
             {"reply": _STRING, "mood": _MOOD, "emotions": _EMOTIONS,
-             "retrieved": {"type": "array", "items": _STRING}, "turn": _INTEGER},
+             "retrieved": {"type": "array", "items": _STRING}, "turn": _nullable(_INTEGER)},
             "reply", "mood", "emotions", "retrieved", "turn", closed=False,
         ),
     }
@@ -321,7 +322,7 @@ def _paths() -> dict[str, Any]:
             parameters=(_USER, _CONVERSATION))},
         "/v1/users/{user_id}/conversations/{conversation_id}/turns": {"post": _operation(
             "Run one turn through the engine with the server's model.",
-            (200, "The turn", "TurnReply"), _BODY_PROBLEMS,
+            (200, "The turn", "TurnReply"), (*_BODY_PROBLEMS, 404, 502, 503),
             parameters=(_USER, _CONVERSATION), body="TurnRequest")},
     }
 

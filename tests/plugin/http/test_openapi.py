@@ -87,3 +87,65 @@ def test_every_error_response_is_a_problem_document() -> None:
                     assert response == {"$ref": "#/components/responses/Problem"}, (
                         path, method, status,
                     )
+
+
+def _documented(document: dict[str, object], path: str, method: str, status: int) -> object:
+    """The schema the document gives the answer of ``method path`` with ``status``."""
+    responses = document["paths"][path][method]["responses"]  # type: ignore[index]
+    answer = responses[str(status)]
+    if "$ref" in answer:
+        name = answer["$ref"].rsplit("/", 1)[-1]
+        answer = document["components"]["responses"][name]  # type: ignore[index]
+    (content,) = answer["content"].values()
+    return {**content["schema"], "components": document["components"]}
+
+
+def test_every_answer_fits_the_schema_the_document_gives_it(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Real answers, successes and problems, checked against the document's own schemas: a
+    field the API sends and the document describes otherwise (a null mood, say) fails here."""
+    from jsonschema import Draft202012Validator
+    from starlette.testclient import TestClient
+
+    document = openapi_document()
+    memory = ChromaMemory(tmp_path / "chroma", embedder=embedder)
+    context = ServerContext(memory, state_url=str(tmp_path / "state.db"), timeout=60.0)
+    seen: list[tuple[str, str, int]] = []
+
+    def check(method: str, path: str, template: str, **kwargs: object) -> object:
+        answer = client.request(method.upper(), path, **kwargs)  # type: ignore[arg-type]
+        schema = _documented(document, template, method, answer.status_code)
+        Draft202012Validator(schema).validate(answer.json())
+        seen.append((method, template, answer.status_code))
+        return answer.json()
+
+    memories = "/v1/users/{user_id}/memories"
+    conversation = "/v1/users/{user_id}/conversations/{conversation_id}"
+    record = {"id": "m1", "text": "I keep bees on the roof.", "timestamp": "2026-01-02T09:00:00Z"}
+    try:
+        with TestClient(create_app(context), raise_server_exceptions=False) as client:
+            check("post", "/v1/users/ann/memories", memories, json={"records": [record]})
+            check("post", "/v1/users/ann/memories", memories, json={"records": [{"text": 3}]})
+            check("get", "/v1/users/ann/memories", memories)
+            check("get", "/v1/users/ann/memories/m1", memories + "/{memory_id}")
+            check("get", "/v1/users/ann/memories/nope", memories + "/{memory_id}")
+            check("post", "/v1/users/ann/recall", "/v1/users/{user_id}/recall",
+                  json={"query": "bees", "now": "2026-01-03T09:00:00Z"})  # fmt: skip
+            check("get", "/v1/users", "/v1/users")
+            check("get", "/v1/stats", "/v1/stats")
+            check("get", "/v1/health", "/v1/health")
+            turn = {"message": "Do you remember my bees?", "now": "2026-01-03T09:00:00Z"}
+            check("post", "/v1/users/ann/conversations/c1/turns", conversation + "/turns",
+                  json=turn)  # fmt: skip
+            check("post", "/v1/users/ann/conversations/c1/turns", conversation + "/turns",
+                  json={"message": ""})  # fmt: skip
+            check("get", "/v1/users/ann/conversations", "/v1/users/{user_id}/conversations")
+            check("get", "/v1/users/ann/conversations/c1", conversation)
+            check("get", "/v1/users/bob/conversations/c1", conversation)
+            check("delete", "/v1/users/ann/memories/m1", memories + "/{memory_id}")
+            check("delete", "/v1/users/ann", "/v1/users/{user_id}")
+    finally:
+        context.close()
+    statuses = {status for _, _, status in seen}
+    assert {200, 201, 404, 422} <= statuses, seen
