@@ -25,6 +25,9 @@ SHOWN_OUTPUT = frozenset({"text", "output"})
 """Languages of a block that, right after a runnable one, is what that block prints."""
 
 SKIP = re.compile(r"<!-- snippet: skip \((?P<reason>[^)]+)\) -->")
+SERVER = re.compile(r"^<!-- snippet: server \((?P<reason>[^)]+)\) -->$", re.MULTILINE)
+"""A page whose shell blocks call ``affect-memory serve``: the docs test serves a store of the
+page's own for them and names it in ``$AFFECT_MEMORY_URL``."""
 FENCE = re.compile(r"^```(?P<language>[\w+-]*)\s*$")
 
 
@@ -50,6 +53,11 @@ class Block:
 def pages() -> list[Path]:
     """README.md and every Markdown page under docs/, in a stable order."""
     return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def serves(page: Path) -> bool:
+    """Whether ``page`` carries the server marker (``SERVER``)."""
+    return SERVER.search(page.read_text("utf-8")) is not None
 
 
 def page_id(page: Path) -> str:

@@ -10,6 +10,8 @@ time), with the virtual environment's ``affect-memory`` first on the ``PATH``. W
 shows output, stdout must equal it (trailing whitespace aside). No block reaches the network:
 ``HF_HUB_OFFLINE=1``, and ``OPENAI_API_KEY`` is a placeholder. The few blocks that cannot run
 here carry a skip marker with their reason, and there may be at most ``MAX_SKIPPED`` of them.
+A page with the server marker (the HTTP guide) gets a real ``affect-memory serve`` of a store of
+its own, its address in ``$AFFECT_MEMORY_URL``, stopped by its PID after the page.
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ from tests.docs.pages import (
     normalized,
     page_id,
     pages,
+    serves,
 )
+from tests.plugin.http.serve_process import running_serve
 
-MAX_SKIPPED = 18
+MAX_SKIPPED = 12
 """Most runnable blocks that may carry a skip marker, over the README and all of docs/: each
-one an install (make, pip), a server that serves until stopped or a block that needs one (the
-HTTP guide's curl examples, Chroma, PostgreSQL, MCP over HTTP), a model endpoint on the
-network, or benchmarks that take minutes. At least twice as many blocks must run."""
+one an install (make, pip), a server that serves until stopped, a block that needs Chroma,
+PostgreSQL or MCP over HTTP, the TypeScript client (its own test compiles and runs it), a model
+endpoint on the network, or benchmarks that take minutes. At least twice as many must run."""
 
 SHELL_TIMEOUT = 120
 """Seconds one shell block may take before it counts as hung."""
@@ -120,9 +124,17 @@ def _close_stores(namespace: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("page", pages(), ids=page_id)
 def test_every_block_of_the_page_runs_and_prints_what_the_page_shows(
-    page: Path, workdir: Path
+    page: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     namespace: dict[str, Any] = {"__name__": "__docs__"}
+    with contextlib.ExitStack() as server:
+        if serves(page):
+            served = server.enter_context(running_serve(workdir / "served"))
+            monkeypatch.setenv("AFFECT_MEMORY_URL", served.url)
+        _run_page(page, workdir, namespace)
+
+
+def _run_page(page: Path, workdir: Path, namespace: dict[str, Any]) -> None:
     try:
         for block in blocks(page):
             if block.skip is not None:
