@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from affect_memory.kernel import __version__
+from affect_memory.kernel.engine import DEFAULT_ENGINE_LIMITS
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
 from affect_memory.state.location import open_state_store
@@ -49,6 +50,9 @@ RECORDS = [
     },
 ]
 """Three memories, oldest first (m1, m2, m3 by instant)."""
+
+NOW = "2025-08-01T12:00:00Z"
+"""When the conversation turns happen."""
 
 
 @pytest.fixture(params=["embedded", "chroma"])
@@ -270,3 +274,39 @@ def test_erasing_a_user_removes_their_memories_and_conversations_only(api: Api) 
     # What is left of the other user: their conversation (erased here, by the test, to see it).
     assert asyncio.run(_conversations_of(api.state, other)) == (f"{other}-chat",)
     assert asyncio.run(_conversations_of(api.state, user)) == ()
+
+
+def test_a_turn_reads_back_as_the_users_conversation_and_no_one_elses(api: Api) -> None:
+    """Through the real server, on SQLite and on PostgreSQL state: a question about the past
+    retrieves the user's memories in recall's order, each turn reads back with its mood, and
+    another user sees neither the conversation nor can post to it."""
+    user = _seeded(api, "talker")
+    other = _seeded(api, "stranger")
+    base = f"/v1/users/{user}/conversations/evening"
+    question = {"message": "Do you remember what my cat is called?", "now": NOW}
+    asked = api.client.post(f"{base}/turns", json=question)
+    assert asked.status_code == 200, asked.text
+    limit = DEFAULT_ENGINE_LIMITS.retrieval_limit
+    recalled = api.client.post(
+        f"/v1/users/{user}/recall", json={"query": question["message"], "now": NOW, "top_k": limit}
+    )
+    assert asked.json()["retrieved"] == [hit["id"] for hit in recalled.json()["results"]]
+    assert asked.json()["retrieved"][0] in {"m1", "m3"}  # the cat, not the sister
+    told = api.client.post(f"{base}/turns", json={"message": "Thanks, that helps!", "now": NOW})
+    assert (told.status_code, told.json()["turn"]) == (200, 1), told.text
+
+    read = api.client.get(base)
+    assert read.status_code == 200, read.text
+    turns = read.json()["turns"]
+    assert [turn["user"] for turn in turns] == [question["message"], "Thanks, that helps!"]
+    assert turns[-1]["mood"] == pytest.approx(told.json()["mood"], abs=1e-12)
+    listed = api.client.get(f"/v1/users/{user}/conversations").json()["conversations"]
+    assert [(c["conversation_id"], c["turns"]) for c in listed] == [("evening", 2)]
+
+    assert api.client.get(f"/v1/users/{other}/conversations").json() == {"conversations": []}
+    assert api.client.get(f"/v1/users/{other}/conversations/evening").status_code == 404
+    refused = api.client.post(
+        f"/v1/users/{other}/conversations/evening/turns", json={"message": "hi", "now": NOW}
+    )
+    assert refused.status_code == 404, refused.text
+    assert len(api.client.get(base).json()["turns"]) == 2
