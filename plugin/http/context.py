@@ -101,6 +101,15 @@ class ServerContext:
                 self._state = open_state_store(self.state_url, source=self.state_source)
             return self._state
 
+    async def replay_pending(self) -> Any:
+        """Apply the memory writes committed turns still owe (a crash or an outage left them
+        in the state store's outbox), oldest first, each once, as ``chat`` does on start; the
+        ``ReplayReport``."""
+        from affect_memory.memory.turns.effects import MemoryTurnEffects
+
+        store = await self.call(self.state_store)
+        return await MemoryTurnEffects(self.memory).replay_pending(store)
+
     def intent_gate(self) -> Any:
         """The embedding intent gate every turn classifies with, built once on the memory's
         embedder (its exemplars embed on first use); blocking."""

@@ -193,6 +193,13 @@ def run(args: argparse.Namespace) -> int:
             memory.close()
             raise
         try:
+            replay = asyncio.run(context.replay_pending())
+            if replay.applied or replay.failed:
+                print(
+                    f"affect-memory serve: replayed {replay.applied} pending memory write(s)"
+                    + (f"; {replay.failed} still failing" if replay.failed else ""),
+                    file=sys.stderr,
+                )
             app = create_app(context, inspector=args.inspector, token=token)
             asyncio.run(serve(app, bound, log_level=args.log_level.lower()))
         finally:

@@ -5,6 +5,7 @@ nothing. One test drives a real ``affect-memory serve`` process."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Iterator
@@ -313,3 +314,44 @@ def test_the_default_scripted_model_gates_with_the_embedding_gate(
             assert greeted.json()["reply"] == "Okay."
     finally:
         served.close()
+
+
+def test_the_server_applies_the_memory_writes_a_crash_left_pending_once(tmp_path: Path) -> None:
+    """A turn committed with its memory write still in the outbox (the process died before
+    applying it): the next server applies it on start, and the one after does not again."""
+    from affect_memory.kernel.models import AffectState
+    from affect_memory.kernel.protocols import Message, OutboxItem
+    from affect_memory.memory.turns.effects import MEMORY_TOPIC
+    from affect_memory.state.location import open_state_store
+    from tests.plugin.http.serve_process import running_serve
+
+    data = tmp_path / "data"
+    data.mkdir()
+    record = {"id": "porto", "text": "I moved to Porto.", "user_id": "ann",
+              "timestamp": "2026-01-05T10:00:00+00:00"}  # fmt: skip
+    item = OutboxItem(
+        id="t1-memory",
+        topic=MEMORY_TOPIC,
+        payload={"turn_id": "t1", "user_id": "ann", "recalled_ids": [], "new_record": record},
+    )
+
+    async def crashed_turn() -> None:
+        store = open_state_store(str(data / "state.db"))
+        try:
+            async with store.transaction("ann-chat") as transaction:
+                await transaction.commit(
+                    state=AffectState(),
+                    messages=[Message(role="user", content=record["text"])],
+                    outbox=(item,),
+                )
+        finally:
+            store.close()
+
+    asyncio.run(crashed_turn())
+    for attempt in ("first", "second"):
+        with running_serve(data) as server, httpx.Client(base_url=server.url) as client:
+            stored = client.get("/v1/users/ann/memories")
+            assert stored.status_code == 200, stored.text
+            assert [m["id"] for m in stored.json()["memories"]] == ["porto"], server.output()
+            replayed = "replayed 1 pending memory write(s)" in server.stderr.read_text()
+            assert replayed is (attempt == "first")
