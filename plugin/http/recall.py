@@ -10,6 +10,7 @@ naming its field and nothing reaches the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -80,26 +81,17 @@ def parse_settings(value: object) -> RecallSettings:
         raise _refused(error, "settings") from None
 
 
+@dataclass(frozen=True, slots=True)
 class RecallArguments:
-    """A recall request's checked arguments, as ``ChromaMemory.recall`` takes them."""
+    """A recall request's checked arguments, as ``ChromaMemory.recall`` takes them
+    (``parse_recall`` is what checks them)."""
 
-    def __init__(
-        self,
-        query: str,
-        *,
-        top_k: int,
-        now: datetime | None,
-        mood_valence: float,
-        where: MemoryFilter | None,
-        settings: RecallSettings | None,
-    ) -> None:
-        """Keep the arguments; ``parse_recall`` is what checks them."""
-        self.query = query
-        self.top_k = top_k
-        self.now = now
-        self.mood_valence = mood_valence
-        self.where = where
-        self.settings = settings
+    query: str
+    top_k: int
+    now: datetime | None
+    mood_valence: float
+    where: MemoryFilter | None
+    settings: RecallSettings | None
 
 
 def parse_recall(body: Mapping[str, Any]) -> RecallArguments:
