@@ -12,7 +12,7 @@ rebuilds a torn Chroma segment (``affect_memory.memory.chroma.segment_repair``),
 backfill rebuilds the copy from Chroma.
 
 Rooms: ``lexical/`` (analyzer, BM25, search), ``storage/`` (backends, schema, where an index
-lives), ``consistency/`` (documents, journal, session, sync, rehearsal, row cache), and
+lives), ``consistency/`` (documents, journal, session, sync, rehearsal), and
 ``memory_index`` (``MemoryIndex``, the one object the store talks to).
 """
 

@@ -36,7 +36,6 @@ from affect_memory.memory.index.consistency.rehearsal import (
     read_rehearsal,
     record_recalls,
 )
-from affect_memory.memory.index.consistency.row_cache import RowCache
 from affect_memory.memory.index.consistency.session import WriteSession
 from affect_memory.memory.index.consistency.sync import SyncReport, backfill, index_held, reconcile
 from affect_memory.memory.index.lexical.search import (
@@ -112,7 +111,6 @@ class MemoryIndex:
         self._prefix = prefix
         self._observer = observer
         self._postings = PostingsCache()
-        self._rows = RowCache()
         self._ready: set[str] = set()
         self._keys: dict[str, tuple[int, str]] = {}
         self._guard = threading.Lock()
@@ -278,8 +276,7 @@ class MemoryIndex:
         return self._read(
             user_id,
             lambda tx, key: search(
-                tx, key, query, limit, self._postings, known, k1=k1, b=b, where=where,
-                rows=self._rows,
+                tx, key, query, limit, self._postings, known, k1=k1, b=b, where=where
             ),
         )
 
@@ -308,16 +305,10 @@ class MemoryIndex:
         is in flight."""
         user_id = check_user(user_id)
         wanted = list(ids)
+        options = {"fields": fields, "embeddings": embeddings}
         if not wanted:
-            return self.backend.read(
-                lambda tx: read_rehearsal(tx, 0, [], fields=fields, embeddings=embeddings)
-            )
-        return self._read(
-            user_id,
-            lambda tx, key: read_rehearsal(
-                tx, key, wanted, fields=fields, embeddings=embeddings, cache=self._rows
-            ),
-        )
+            return self.backend.read(lambda tx: read_rehearsal(tx, 0, [], **options))
+        return self._read(user_id, lambda tx, key: read_rehearsal(tx, key, wanted, **options))
 
     def newest_epoch(self, user_id: str) -> float | None:
         """The timestamp epoch of ``user_id``'s newest memory, or None if they have none."""

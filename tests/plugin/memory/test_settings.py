@@ -127,7 +127,6 @@ RECALL_MODULES = (
     "affect_memory.memory.recall.plan",
     "affect_memory.memory.index.lexical.bm25",
     "affect_memory.memory.index.lexical.search",
-    "affect_memory.memory.index.consistency.row_cache",
 )
 """The modules of recall's read path."""
 
@@ -138,10 +137,7 @@ NOT_RULES = {
     "_DENSE_SPAN": "when BM25 sums into an array rather than sorts: speed, not scores",
     "ALL_DOCS": "a sentinel",
     "CACHE_POSTINGS": "the postings cache's size",
-    "WHOLE_USER_SHARE": "when a cache (postings, rows) reads a user whole",
-    "CACHE_ROWS": "the row cache's size",
-    "ROW_EMBEDDING": "where a cached row holds the embedding",
-    "ROW_DOC_KEY": "where a cached row holds the document key",
+    "WHOLE_USER_SHARE": "when the postings cache reads a user whole",
 }
 """The numeric module constants of the read path that are not ranking rules, and why."""
 

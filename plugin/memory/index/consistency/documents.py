@@ -53,7 +53,6 @@ __all__ = [
     "doc_from_stored",
     "embedding_bytes",
     "ensure_user",
-    "log_changes",
     "put_docs",
     "remove_docs",
     "remove_user_docs",
@@ -68,9 +67,8 @@ CHANGES_KEPT = 5000
 """Generations of each user's change log kept; a cache further behind starts over."""
 
 
-def log_changes(tx: Tx, key: int, doc_keys: Sequence[int]) -> None:
-    """Log that ``doc_keys`` changed (their postings, ranked fields or recall counts): the
-    user's next generation, which every cache of the index's rows catches up to."""
+def _changed(tx: Tx, key: int, doc_keys: Sequence[int]) -> None:
+    """Log that the postings of ``doc_keys`` changed: the user's next generation."""
     if not doc_keys:
         return
     row = tx.one(
@@ -306,7 +304,7 @@ def remove_user_docs(tx: Tx, key: int) -> None:
     for table in ("index_postings", "index_recalls", "index_tags", "index_docs"):
         tx.run(f"DELETE FROM {table} WHERE user_key = ?", (key,))
     tx.run("UPDATE index_users SET doc_count = 0, total_length = 0 WHERE user_key = ?", (key,))
-    log_changes(tx, key, [ALL_DOCS])
+    _changed(tx, key, [ALL_DOCS])
 
 
 def _existing(tx: Tx, key: int, ids: Sequence[str]) -> dict[str, tuple[int, str, int]]:
@@ -450,10 +448,7 @@ def put_docs(tx: Tx, key: int, docs: Sequence[IndexedDoc], *, rebuild: bool = Fa
         count_updates,
     )
     _delete_postings(tx, key, stale)
-    # every document whose row changed, not only those whose postings did: a cache of the
-    # rows (``row_cache``) drops exactly these
-    changed = {int(update[-1]) for update in (*doc_updates, *count_updates)}
-    log_changes(tx, key, [*sorted(changed), *(int(new_row[1]) for new_row in new_rows)])
+    _changed(tx, key, [*stale, *(int(new_row[1]) for new_row in new_rows)])
     tx.many(
         "INSERT INTO index_docs (user_key, doc_key, memory_id, text_hash, length, epoch, "
         "recall_count, last_recalled_epoch, last_recalled_at, doc_text, stamp, significance, "
@@ -489,7 +484,7 @@ def remove_docs(tx: Tx, key: int, ids: Sequence[str]) -> list[str]:
         return []
     doc_keys = [doc_key for doc_key, _, _ in existing.values()]
     _delete_postings(tx, key, doc_keys)
-    log_changes(tx, key, doc_keys)
+    _changed(tx, key, doc_keys)
     for part in in_chunks(doc_keys):
         marks = placeholders(len(part))
         tx.run(

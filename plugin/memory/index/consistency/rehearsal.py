@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from affect_memory.memory.index.consistency.documents import log_changes
-from affect_memory.memory.index.consistency.row_cache import RowCache, in_flight
 from affect_memory.memory.index.storage.backend import Tx
 from affect_memory.memory.index.storage.schema import in_chunks, placeholders
 from affect_memory.memory.records import MAX_RECALL_COUNT
@@ -80,43 +78,12 @@ class RecallOutcome:
 
 
 def read_rehearsal(
-    tx: Tx,
-    key: int,
-    ids: Sequence[str],
-    *,
-    fields: bool = False,
-    embeddings: bool = False,
-    cache: RowCache | None = None,
+    tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
 ) -> Rehearsal:
     """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too, and
     with ``embeddings`` as well (only with ``fields``), the embeddings the index keeps of them:
     None for one with a write or forget in flight (a pending journal entry), whose Chroma row
-    may already be the new one. ``cache`` serves the rows it holds exactly (``row_cache``)."""
-    if cache is not None and ids:
-        found = _cached_rows(tx, key, ids, cache, embeddings)
-    else:
-        found = _read_rows(tx, key, ids, fields, embeddings)
-    held = [found.get(ident) for ident in ids]
-    nan = math.nan
-    counts = np.array([0 if row is None else row[1] for row in held], dtype=np.int64)
-    last = np.array(
-        [nan if row is None or row[2] is None else row[2] for row in held], dtype=np.float64
-    )
-    stamps: list[str | None] = [
-        None if row is None or row[2] is None else row[3] for row in held
-    ]
-    present = np.array([row is not None for row in held], dtype=bool)
-    epochs = np.array(
-        [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
-    )
-    ranked = _fields(held, embeddings) if fields else None
-    return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
-
-
-def _read_rows(
-    tx: Tx, key: int, ids: Sequence[str], fields: bool, embeddings: bool
-) -> dict[str, tuple[Any, ...]]:
-    """The rows of ``ids`` read from the index, by memory id (see ``read_rehearsal``)."""
+    may already be the new one."""
     found: dict[str, tuple[Any, ...]] = {}
     columns = "d.memory_id, d.recall_count, d.last_recalled_epoch, d.last_recalled_at, d.epoch"
     source = "index_docs d"
@@ -135,22 +102,21 @@ def _read_rows(
             (key, *part),
         ):
             found[row[0]] = row
-    return found
-
-
-def _cached_rows(
-    tx: Tx, key: int, ids: Sequence[str], cache: RowCache, embeddings: bool
-) -> dict[str, tuple[Any, ...]]:
-    """The rows of ``ids`` through ``cache``, each embedding masked while a write of its
-    memory is in flight, as ``_read_rows`` masks it."""
-
-    found = cache.rows(tx, key, ids)
-    if not embeddings:
-        return found
-    moving = in_flight(tx, key)
-    return {
-        ident: (*row[:10], None) if ident in moving else row for ident, row in found.items()
-    }
+    held = [found.get(ident) for ident in ids]
+    nan = math.nan
+    counts = np.array([0 if row is None else row[1] for row in held], dtype=np.int64)
+    last = np.array(
+        [nan if row is None or row[2] is None else row[2] for row in held], dtype=np.float64
+    )
+    stamps: list[str | None] = [
+        None if row is None or row[2] is None else row[3] for row in held
+    ]
+    present = np.array([row is not None for row in held], dtype=bool)
+    epochs = np.array(
+        [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
+    )
+    ranked = _fields(held, embeddings) if fields else None
+    return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
 
 
 def _fields(held: list[tuple[Any, ...] | None], embeddings: bool) -> IndexedFields:
@@ -186,10 +152,6 @@ def record_recalls(
 ) -> RecallOutcome:
     """Count turn ``turn_id``'s recall of ``ids`` once each, at ``epoch`` / ``iso``."""
     wanted = list(dict.fromkeys(ids))
-    if wanted:
-        # The user's row first, as every writer of the index takes it (no deadlock between a
-        # count and a write); the new generation is logged below, once the bumped rows are known.
-        tx.run("UPDATE index_users SET generation = generation WHERE user_key = ?", (key,))
     docs: dict[str, int] = {}
     for part in in_chunks(wanted):
         docs.update(
@@ -214,7 +176,6 @@ def record_recalls(
             )
         )
     bumped = sorted(fresh)
-    log_changes(tx, key, bumped)  # a cache of the rows (``row_cache``) drops their counts
     for bumped_keys in in_chunks(bumped):
         tx.run(
             "UPDATE index_docs SET "

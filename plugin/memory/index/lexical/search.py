@@ -38,12 +38,6 @@ import numpy.typing as npt
 
 from affect_memory.memory.filters import MemoryFilter, index_condition
 from affect_memory.memory.index.consistency.documents import ALL_DOCS
-from affect_memory.memory.index.consistency.row_cache import (
-    ROW_DOC_KEY,
-    ROW_EMBEDDING,
-    RowCache,
-    in_flight,
-)
 from affect_memory.memory.index.lexical.analyzer import query_terms
 from affect_memory.memory.index.lexical.bm25 import TermPostings, idf, postings_of, score_terms
 from affect_memory.memory.index.storage.backend import Tx
@@ -314,24 +308,6 @@ def _absent_vectors(
     return [ident for _, ident in absent], [blobs.get(doc_key) for doc_key, _ in absent]
 
 
-def _absent_held(
-    tx: Tx, key: int, rows: dict[str, tuple[Any, ...]], known: Collection[str]
-) -> tuple[list[str], list[bytes | None]]:
-    """As ``_absent_vectors``, from the rows a ``RowCache`` served (``ROW_COLUMNS``)."""
-    absent = sorted(
-        (int(row[ROW_DOC_KEY]), ident) for ident, row in rows.items() if ident not in known
-    )
-    if not absent:
-        return [], []
-    moving = in_flight(tx, key)
-    vectors = [
-        None if ident in moving or rows[ident][ROW_EMBEDDING] is None
-        else bytes(rows[ident][ROW_EMBEDDING])
-        for _, ident in absent
-    ]
-    return [ident for _, ident in absent], vectors
-
-
 def _user_totals(tx: Tx, key: int) -> tuple[Any, ...] | None:
     """User ``key``'s memory count, total length, postings generation and next document key
     as the snapshot holds them, or None for a user the index has never seen."""
@@ -414,14 +390,12 @@ def search(
     k1: float,
     b: float,
     where: MemoryFilter | None = None,
-    rows: RowCache | None = None,
 ) -> LexicalHits:
     """The ``limit`` best BM25 matches (``k1``, ``b``) of ``query`` among user ``key``'s
     memories; with ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
 
     Ties are broken by memory id, so every backend returns the same list. With ``where``,
-    only the memories meeting it are ranked. ``rows`` serves the winners' ids and embeddings
-    from the process's row cache where it holds them.
+    only the memories meeting it are ranked.
     """
     nothing = LexicalHits() if known is None else LexicalHits(absent=[])
     terms = query_terms(query)
@@ -444,11 +418,7 @@ def search(
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break
         doc_keys, scores = doc_keys[keep], scores[keep]
-    held = None if rows is None else rows.docs(tx, key, doc_keys.tolist())
-    if held is None:
-        names = _memory_ids(tx, key, doc_keys)
-    else:
-        names = {doc_key: row[0] for doc_key, row in held.items()}
+    names = _memory_ids(tx, key, doc_keys)
     ranked = sorted(
         zip(scores.tolist(), (names[int(k)] for k in doc_keys.tolist()), strict=True),
         key=lambda pair: (-pair[0], pair[1]),
@@ -458,8 +428,5 @@ def search(
     if known is None:
         return LexicalHits(ids, scored, idf_total=idf_total)
     keys = {memory_id: doc_key for doc_key, memory_id in names.items()}
-    if held is None:
-        absent, vectors = _absent_vectors(tx, key, {ident: keys[ident] for ident in ids}, known)
-    else:
-        absent, vectors = _absent_held(tx, key, {ident: held[keys[ident]] for ident in ids}, known)
+    absent, vectors = _absent_vectors(tx, key, {ident: keys[ident] for ident in ids}, known)
     return LexicalHits(ids, scored, absent, vectors, idf_total)

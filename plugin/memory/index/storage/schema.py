@@ -19,10 +19,8 @@ Tables (every row keyed by ``user_key``, a 63-bit hash of the user's collection 
 * ``index_journal``: writes announced but not yet known to have reached Chroma, one per
   memory id, reconciled against Chroma after a crash
   (``affect_memory.memory.index.consistency.journal``);
-* ``index_changes``: which documents each change of a user's rows touched (postings, ranked
-  fields, embedding, recall counts; since migration 6 all of them), by the user's
-  ``generation``, so a process's caches of postings (``lexical``) and of rows
-  (``consistency.row_cache``) catch up;
+* ``index_changes``: which documents each change of a user's postings touched, by the
+  user's ``generation`` (so a process's cache of postings catches up, ``lexical``);
 * ``index_erasures`` (migration 4): one row per user whose erasure has started and not yet
   finished (``affect_memory.memory.erasure``), so a killed erasure is finished on the next open;
 * ``index_tags`` (migration 5): each memory's filterable fields (``agent_id``,
@@ -57,7 +55,7 @@ __all__ = [
     "user_key",
 ]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 5
 """The newest migration; an index recording a newer one is refused."""
 
 TABLES = (
@@ -185,14 +183,6 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             # NULL: the document's tags are not known (a backfill fills them)
             "ALTER TABLE index_docs ADD COLUMN tagged INTEGER",
         ),
-    ),
-    (
-        6,
-        "every change of a document's row moves its user's generation",
-        # No table changes: the version is what makes an older affect-memory, whose count
-        # increments and field updates move no generation, refuse this index, since the row
-        # caches of this one trust the generation (``consistency.row_cache``).
-        (),
     ),
 )
 """Every migration: (version, description, statements), applied in order, each once."""

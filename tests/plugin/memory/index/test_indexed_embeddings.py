@@ -13,8 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from affect_memory.memory.index.consistency.documents import ALL_DOCS, log_changes
-from affect_memory.memory.index.storage.backend import Tx
 from affect_memory.memory.settings import RecallSettings
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
@@ -38,15 +36,8 @@ def recalled(memory: ChromaMemory) -> list[list[dict[str, Any]]]:
 
 
 def rewrite(memory: ChromaMemory, statement: str, params: tuple[Any, ...] = ()) -> None:
-    """Change the index behind the memory's back, logged as every writer of this schema logs a
-    change (a reset of each user), so the process's row cache reads the rows again."""
-
-    def change(tx: Tx) -> None:
-        tx.run(statement, params)
-        for (key,) in tx.rows("SELECT user_key FROM index_users"):
-            log_changes(tx, int(key), [ALL_DOCS])
-
-    memory.index.backend.write(change)
+    """Change the index behind the memory's back."""
+    memory.index.backend.write(lambda tx: tx.run(statement, params))
 
 
 def gets(stages: Stages, memory: ChromaMemory) -> tuple[list[list[dict[str, Any]]], int]:

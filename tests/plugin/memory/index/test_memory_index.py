@@ -20,7 +20,6 @@ import pytest
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.kernel.models import AffectState
 from affect_memory.kernel.protocols import RetrievalInput
-from affect_memory.memory.index.consistency.rehearsal import read_rehearsal
 from affect_memory.memory.index.lexical.analyzer import document_terms, query_terms
 from affect_memory.memory.records import MAX_RECALL_COUNT
 from affect_memory.memory.store import ChromaMemory
@@ -188,53 +187,6 @@ class IndexContract:
         memory.add([record("m1", "bees", recall_count=MAX_RECALL_COUNT)])
         memory.apply_turn_writes("t1", user_id="ann", recalled_ids=["m1"], recalled_at=NOW)
         assert memory.get(["m1"], user_id="ann")[0].recall_count == MAX_RECALL_COUNT
-
-    def test_the_row_cache_serves_what_a_fresh_read_does_after_every_change(
-        self, memory: ChromaMemory
-    ) -> None:
-        """Recall's rows come through the process's cache (``row_cache``); after each kind of
-        change (a new text, new fields, counts, a forget, an add, an erasure and the user made
-        again) they equal a read of the index that bypasses it."""
-        ids = ["m1", "m2", "m3", "m4", "m5"]
-
-        def check() -> None:
-            key, _ = memory.index.user_key("ann")
-            cached = memory.index.rehearsal("ann", ids, fields=True, embeddings=True)
-            fresh = memory.index.backend.read(
-                lambda tx: read_rehearsal(tx, key, ids, fields=True, embeddings=True)
-            )
-            for name in ("recall_counts", "last_recalled", "found", "epochs"):
-                np.testing.assert_array_equal(getattr(cached, name), getattr(fresh, name))
-            assert cached.last_recalled_at == fresh.last_recalled_at
-            assert cached.ranked is not None and fresh.ranked is not None
-            for name in ("known", "significance", "emotional_valence", "episodes"):
-                np.testing.assert_array_equal(
-                    getattr(cached.ranked, name), getattr(fresh.ranked, name)
-                )
-            assert (cached.ranked.texts, cached.ranked.timestamps) == (
-                fresh.ranked.texts, fresh.ranked.timestamps
-            )  # fmt: skip
-            assert cached.ranked.embeddings == fresh.ranked.embeddings
-
-        memory.add([record(ident, text) for ident, text in GARDEN.items()])
-        check()
-        check()  # served from the cache now
-        memory.upsert([record("m1", "I keep wasps on the roof now.", significance=0.9)])
-        check()
-        # the same text: only the fields change
-        memory.upsert([record("m3", GARDEN["m3"], emotional_valence=-0.5, episode=True)])
-        check()
-        memory.apply_turn_writes("t1", user_id="ann", recalled_ids=["m2", "m3"], recalled_at=NOW)
-        check()
-        memory.forget(["m4"], user_id="ann")
-        memory.add([record("m5", "A new hive arrives on Tuesday.")])
-        check()
-        memory.erase_user("ann")
-        check()
-        memory.add([record("m1", "Tea on the balcony.", days=3), record("m2", "A quiet week.")])
-        check()
-        last = memory.index.rehearsal("ann", ["m1"], fields=True).ranked
-        assert last is not None and last.texts == ["Tea on the balcony."]
 
     def test_recall_and_the_engine_read_the_counts_the_turns_wrote(
         self, memory: ChromaMemory
