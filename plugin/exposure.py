@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 
-__all__ = ["bearer_authorised", "check_exposure", "is_loopback"]
+__all__ = ["bearer_authorised", "check_exposure", "http_address", "is_loopback"]
 
 
 def is_loopback(host: str) -> bool:
@@ -24,6 +24,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def http_address(host: str, port: int) -> str:
+    """``http://HOST:PORT`` for a bound address, an IPv6 host in brackets."""
+    shown_host = f"[{host}]" if ":" in host else host
+    return f"http://{shown_host}:{port}"
 
 
 def check_exposure(host: str, port: int, token: str | None, *, token_env: str) -> str | None:

@@ -15,6 +15,7 @@ import sys
 import uvicorn
 from starlette.types import ASGIApp
 
+from affect_memory.exposure import http_address
 from affect_memory.kernel.errors import AffectMemoryError, shown
 
 __all__ = ["LISTENING", "listening_socket", "serve"]
@@ -32,8 +33,7 @@ class _AnnouncingServer(uvicorn.Server):
         if not self.started or not self.servers:
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
-        shown_host = f"[{host}]" if ":" in host else host
-        print(f"{LISTENING} http://{shown_host}:{port}", file=sys.stdout, flush=True)
+        print(f"{LISTENING} {http_address(host, port)}", file=sys.stdout, flush=True)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

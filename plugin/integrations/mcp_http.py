@@ -17,7 +17,7 @@ import sys
 from typing import Any, Literal
 
 from affect_memory.errors import MissingExtraError
-from affect_memory.exposure import bearer_authorised, check_exposure
+from affect_memory.exposure import bearer_authorised, check_exposure, http_address
 from affect_memory.integrations.mcp_screen import Rejection, screen_message
 from affect_memory.integrations.mcp_server import build_server
 from affect_memory.integrations.mcp_tools import ServerConfig
@@ -172,9 +172,8 @@ class _Server(uvicorn.Server):
         if not self.started or not self.servers:
             return
         host, port = self.servers[0].sockets[0].getsockname()[:2]
-        shown_host = f"[{host}]" if ":" in host else host
         print(
-            f"affect-memory mcp: serving http://{shown_host}:{port}{MCP_PATH} with {self.guard}",
+            f"affect-memory mcp: serving {http_address(host, port)}{MCP_PATH} with {self.guard}",
             file=sys.stderr,
             flush=True,
         )

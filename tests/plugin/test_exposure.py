@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from affect_memory.exposure import bearer_authorised, check_exposure, is_loopback
+from affect_memory.exposure import bearer_authorised, check_exposure, http_address, is_loopback
 from affect_memory.kernel.errors import InvalidInputError
 
 TOKEN = "s3cret-Token"
@@ -15,6 +15,8 @@ TOKEN = "s3cret-Token"
     [
         ("127.0.0.1", True),
         ("127.9.8.7", True),
+        ("127.3.2.1", True),
+        ("localhost", True),
         ("::1", True),
         ("[::1]", True),
         (" localhost ", True),
@@ -22,10 +24,25 @@ TOKEN = "s3cret-Token"
         ("192.168.1.4", False),
         ("::", False),
         ("example.com", False),
+        ("example.org", False),
     ],
 )
 def test_loopback_is_this_machine_only(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+    if loopback:
+        assert check_exposure(host, 0, None, token_env="MY_ENV") is None
+    else:
+        with pytest.raises(InvalidInputError, match="is not loopback"):
+            check_exposure(host, 0, None, token_env="MY_ENV")
+        assert check_exposure(host, 8765, TOKEN, token_env="MY_ENV") == TOKEN
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "address"),
+    [("127.0.0.1", 8080, "http://127.0.0.1:8080"), ("::1", 9, "http://[::1]:9")],
+)
+def test_an_address_shows_an_ipv6_host_in_brackets(host: str, port: int, address: str) -> None:
+    assert http_address(host, port) == address
 
 
 def test_a_public_host_needs_a_token_and_the_error_names_the_variable() -> None:
