@@ -31,6 +31,7 @@ __all__ = [
     "chroma_server",
     "free_port",
     "require_empty_index",
+    "stop_process",
     "with_schema",
 ]
 
@@ -90,7 +91,7 @@ def chroma_server(data: Path, *, startup_timeout: float = 60.0) -> Iterator[Chro
                 time.sleep(0.2)
             yield ChromaServer(url, process.pid)
         finally:
-            _stop(process)
+            stop_process(process)
 
 
 @contextmanager
@@ -131,7 +132,7 @@ def api_server(data_dir: Path, *, token: str, startup_timeout: float = 180.0) ->
                 time.sleep(0.2)
             yield url
         finally:
-            _stop(process)
+            stop_process(process)
 
 
 def _announced(out_path: Path, prefix: str) -> str:
@@ -156,13 +157,15 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM by PID, then SIGKILL if it has not exited within 15 s."""
+def stop_process(process: subprocess.Popen[bytes], *, patience: float = 15.0) -> None:
+    """Stop a server by its PID: SIGCONT (a test may have left it stopped), SIGTERM, then
+    SIGKILL if it has not exited within ``patience`` seconds."""
     if process.poll() is not None:
         return
+    os.kill(process.pid, signal.SIGCONT)
     os.kill(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=15)
+        process.wait(timeout=patience)
     except subprocess.TimeoutExpired:
         os.kill(process.pid, signal.SIGKILL)
         process.wait()

@@ -4,7 +4,6 @@ Chroma server (``chroma run``) on a free local port, stopped by PID at the end."
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import IO
 
 import pytest
 
+from affect_memory.bench.servers import stop_process
 from affect_memory.models.embeddings import Embedder, default_embedder
 
 
@@ -113,13 +113,7 @@ def running_chroma(data: Path, config: str = "") -> Iterator[tuple[str, int]]:
     try:
         yield f"http://127.0.0.1:{port}", process.pid
     finally:
-        os.kill(process.pid, signal.SIGCONT)  # a test may have left it stopped
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process(process)
         log.close()
 
 

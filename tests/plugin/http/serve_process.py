@@ -9,7 +9,6 @@ afterwards. stdout and stderr go to files, so a test can read everything the ser
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from affect_memory.bench.servers import stop_process
 
 ROOT = Path(__file__).resolve().parents[3]
 LISTENING = "affect-memory serve: listening on "
@@ -56,18 +57,6 @@ class ServeProcess:
         return self.stdout.read_text(errors="replace") + self.stderr.read_text(errors="replace")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    os.kill(process.pid, signal.SIGCONT)  # a test may have left it stopped
-    os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 @contextmanager
 def running_serve(
     data_dir: Path, *arguments: str, env: Mapping[str, str] | None = None
@@ -89,7 +78,7 @@ def running_serve(
             url = _wait_for_address(process, stdout, stderr)
             yield ServeProcess(url, process.pid, stdout, stderr)
         finally:
-            _stop(process)
+            stop_process(process, patience=20)
 
 
 def _wait_for_address(process: subprocess.Popen[bytes], stdout: Path, stderr: Path) -> str:
