@@ -257,6 +257,19 @@ PRAGMA user_version = 3;
 """
 
 
+async def _turn_after_upgrade(store: Any) -> tuple[TurnResult, Any]:
+    """One new turn of conversation ``old`` in the upgraded ``store`` (closed after), and how
+    ann's conversation then reads back."""
+    try:
+        engine = AffectEngine(
+            model=ScriptedModel(replies=[("new reply",)]), store=store, conversation_id="old"
+        )
+        result = await engine.turn("after the upgrade")
+        return result, await store.conversation_turns("ann", "old")
+    finally:
+        store.close()
+
+
 async def test_a_version_3_file_upgrades_and_its_old_turns_read_without_a_mood(
     tmp_path: Path,
 ) -> None:
@@ -264,15 +277,7 @@ async def test_a_version_3_file_upgrades_and_its_old_turns_read_without_a_mood(
     connection = sqlite3.connect(db)
     connection.executescript(_VERSION_3)
     connection.close()
-    store = SQLiteStateStore(db)
-    try:
-        engine = AffectEngine(
-            model=ScriptedModel(replies=[("new reply",)]), store=store, conversation_id="old"
-        )
-        result = await engine.turn("after the upgrade")
-        turns = await store.conversation_turns("ann", "old")
-    finally:
-        store.close()
+    result, turns = await _turn_after_upgrade(SQLiteStateStore(db))
     assert SCHEMA_VERSION == 4
     connection = sqlite3.connect(db)
     try:
@@ -303,15 +308,7 @@ async def test_a_version_2_postgres_schema_upgrades_and_its_old_turns_read_witho
             "('old', 2, 'assistant', 'answered in v2', '2026-01-01T00:00:00+00:00')",
         )
         run_sql(server, f"INSERT INTO \"{schema}\".conversation_users VALUES ('old', 'ann')")
-        store = open_state_store(url)
-        try:
-            engine = AffectEngine(
-                model=ScriptedModel(replies=[("new reply",)]), store=store, conversation_id="old"
-            )
-            result = await engine.turn("after the upgrade")
-            turns = await store.conversation_turns("ann", "old")
-        finally:
-            store.close()
+        result, turns = await _turn_after_upgrade(open_state_store(url))
         versions = run_sql(server, f'SELECT version FROM "{schema}".schema_version ORDER BY 1')
     assert versions == [(1,), (2,), (3,)]
     _assert_old_then_new(turns, "v2", result)
