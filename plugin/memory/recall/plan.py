@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import calendar
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,6 +58,7 @@ from affect_memory.memory.recall.lexicon import load_lexicon
 from affect_memory.memory.recall.periods import named_period
 
 __all__ = [
+    "OWNERS_KEPT",
     "LexiconAnalyser",
     "PlanKind",
     "QueryAnalyser",
@@ -130,6 +133,12 @@ class QueryAnalyser(Protocol):
         way (by the way's name in the plans' ``embed_forms``)."""
         ...
 
+
+OWNERS_KEPT = 256
+"""Users whose owner patterns an analyser keeps compiled."""
+
+_Owner = tuple[re.Pattern[str], re.Pattern[str] | None, str | None]
+"""The owner's words, the owner's name forms (None: no name) and the name."""
 
 _SPACE = re.compile(r"\s+")
 _NAME_PART = re.compile(r"[^\W\d_]{2,}")
@@ -252,8 +261,25 @@ class LexiconAnalyser:
         """Read ``language``'s lexicon (English by default); refuse one that is not shipped."""
         self._lexicon = _lexicon(language)
         self.language = language
+        self._owners: OrderedDict[str, _Owner] = OrderedDict()
+        self._owners_guard = threading.Lock()
 
-    def _owner(self, user_id: str) -> tuple[re.Pattern[str], re.Pattern[str] | None, str | None]:
+    def _owner(self, user_id: str) -> _Owner:
+        """``_owner_patterns`` of ``user_id``, compiled once for the last ``OWNERS_KEPT`` users
+        (a recall plans every query with them)."""
+        with self._owners_guard:
+            found = self._owners.get(user_id)
+            if found is not None:
+                self._owners.move_to_end(user_id)
+                return found
+        found = self._owner_patterns(user_id)
+        with self._owners_guard:
+            self._owners[user_id] = found
+            while len(self._owners) > OWNERS_KEPT:
+                self._owners.popitem(last=False)
+        return found
+
+    def _owner_patterns(self, user_id: str) -> _Owner:
         """The owner's words (any case) and name forms (as a name is written: capitalised,
         or in a query of lower case alone, as keywords are), and the owner's name; a user id
         that spells a month or weekday names nobody ("May" is the month)."""

@@ -138,6 +138,7 @@ NOT_RULES = {
     "ALL_DOCS": "a sentinel",
     "CACHE_POSTINGS": "the postings cache's size",
     "WHOLE_USER_SHARE": "when the postings cache reads a user whole",
+    "OWNERS_KEPT": "how many users' owner patterns an analyser keeps compiled",
 }
 """The numeric module constants of the read path that are not ranking rules, and why."""
 

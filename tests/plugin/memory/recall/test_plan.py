@@ -9,6 +9,7 @@ import pytest
 
 from affect_memory.kernel.errors import InvalidInputError
 from affect_memory.memory.recall.plan import (
+    OWNERS_KEPT,
     LexiconAnalyser,
     default_analyser,
     form_weights,
@@ -175,3 +176,16 @@ def test_each_way_of_writing_the_owner_weighs_its_share_of_the_memories() -> Non
     assert form_weights(forms, terms, 10, {"user": 3, "amara": 5}) == pytest.approx([0.2, 0.3, 0.5])
     assert form_weights(forms, terms, 0, {}) == [1.0, 1.0, 1.0]  # no memories: alike
     assert form_weights(("query",), terms, 10, {"user": 3}) == [1.0]
+
+
+def test_a_user_planned_again_after_many_others_gets_the_same_plan() -> None:
+    """The owner patterns an analyser keeps compiled are a bounded cache: planning for more
+    users than it keeps changes no plan, whether a user's patterns were kept or rebuilt."""
+    analyser = LexiconAnalyser()
+    questions = ("Where does Maya Lopez work now?", "where do I work now", "maya lopez job")
+    first = [analyser.plan(q, "maya_lopez", NOW) for q in questions]
+    for n in range(OWNERS_KEPT + 5):
+        analyser.plan("Where does the user live?", f"user-{n}", NOW)
+    assert [analyser.plan(q, "maya_lopez", NOW) for q in questions] == first
+    assert first == [LexiconAnalyser().plan(q, "maya_lopez", NOW) for q in questions]
+    assert first[0].subject == "user"
