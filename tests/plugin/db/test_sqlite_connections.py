@@ -1,5 +1,5 @@
 """The one SQLite pool: transactions whole or not at all, idle connections capped at the pool
-size, open failures in the owner's words."""
+size, open failures in the owner's words, reads through a memory map."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from affect_memory.db import DEFAULT_POOL_SIZE
 from affect_memory.db.file_locks import FileLocks
-from affect_memory.db.sqlite_connections import SQLiteConnections, transaction
+from affect_memory.db.sqlite_connections import MMAP_BYTES, SQLiteConnections, transaction
 from affect_memory.errors import StoreUnavailableError
 
 
@@ -89,3 +89,23 @@ def test_a_file_that_cannot_be_opened_is_refused_in_the_owners_words(tmp_path: P
     with pytest.raises(StoreUnavailableError, match=r"^cannot open .*a\.db: "), pool.connection():
         pass
     pool.close()
+
+
+def test_every_connection_reads_through_a_memory_map_and_sees_other_writers(
+    tmp_path: Path,
+) -> None:
+    """Reads go through the map (``MMAP_BYTES``), and a row another connection committed
+    through the WAL is read at once, the map notwithstanding."""
+    pool = _pool(tmp_path / "m.db")
+    try:
+        with pool.connection() as reader:
+            assert reader.execute("PRAGMA mmap_size").fetchone() == (MMAP_BYTES,)
+            reader.execute("CREATE TABLE t (x INTEGER)")
+            writer = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+            try:
+                writer.execute("INSERT INTO t VALUES (7)")
+            finally:
+                writer.close()
+            assert reader.execute("SELECT x FROM t").fetchall() == [(7,)]
+    finally:
+        pool.close()
