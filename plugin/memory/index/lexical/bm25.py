@@ -66,13 +66,15 @@ def score_terms(
     highest = max(int(k[-1]) for k in keys)
     if highest < _DENSE_SPAN * sum(len(k) for k in keys) + 1024:
         # Document keys are dense (they count up per user): sum into an array indexed by key,
-        # which needs no sort. Each term's keys are distinct, so ``+=`` adds each once.
-        dense = np.zeros(highest + 1, dtype=np.float64)
-        touched = np.zeros(highest + 1, dtype=bool)
-        for index, term in enumerate(present):
-            dense[term.doc_keys] += _weights(term, idfs[index], avg_length, k1, b)
-            touched[term.doc_keys] = True
-        doc_keys = np.flatnonzero(touched)
+        # which needs no sort. ``bincount`` adds in the order given, the query's term order,
+        # so every term's weights are computed at once and the sums keep their bits.
+        every = np.concatenate(keys)
+        tf = np.concatenate([term.tf for term in present])
+        lengths = np.concatenate([term.lengths for term in present])
+        term_idf = np.repeat(idfs, [len(term) for term in present])
+        weights = _bm25(tf, lengths, term_idf, avg_length, k1, b)
+        dense = np.bincount(every, weights=weights, minlength=highest + 1).astype(np.float64)
+        doc_keys = np.flatnonzero(np.bincount(every, minlength=highest + 1))
         return doc_keys.astype(np.int64), dense[doc_keys]
     doc_keys, slot = np.unique(np.concatenate(keys), return_inverse=True)
     scores = np.zeros(len(doc_keys), dtype=np.float64)
@@ -87,8 +89,21 @@ def _weights(
     term: TermPostings, term_idf: np.float64, avg_length: float, k1: float, b: float
 ) -> npt.NDArray[np.float64]:
     """One term's BM25 contribution to each document in its postings."""
-    norm = k1 * (1.0 - b + b * term.lengths / avg_length)
-    weights: npt.NDArray[np.float64] = term_idf * term.tf * (k1 + 1.0) / (term.tf + norm)
+    return _bm25(term.tf, term.lengths, term_idf, avg_length, k1, b)
+
+
+def _bm25(
+    tf: npt.NDArray[np.float64],
+    lengths: npt.NDArray[np.float64],
+    term_idf: npt.NDArray[np.float64] | np.float64,
+    avg_length: float,
+    k1: float,
+    b: float,
+) -> npt.NDArray[np.float64]:
+    """BM25 contributions of postings ``tf`` in documents of ``lengths`` (``term_idf``: one
+    idf, or each posting's), with the closed form's operations in its order."""
+    norm = k1 * (1.0 - b + b * lengths / avg_length)
+    weights: npt.NDArray[np.float64] = term_idf * tf * (k1 + 1.0) / (tf + norm)
     return weights
 
 
