@@ -246,7 +246,9 @@ async def _serve(config: WorkerConfig, slot: int, conn: Connection) -> None:
         memory.close()
 
 
-INDEX_CALLS = ("lexical_search", "rehearsal", "newest_epoch", "record_recalls")
+INDEX_CALLS = (
+    "lexical_search", "pool_search", "rehearsal", "newest_epoch", "record_recalls"
+)  # fmt: skip
 """The memory index's calls on a turn's path, timed as the index's share."""
 
 JOURNAL_STAGES = ("index_announce", "index_settle")
@@ -321,9 +323,9 @@ class _TurnMeter:
         """The turn's overhead (all but generation) split by who spent it.
 
         state: the store's lock wait, load, commit and marking the outbox item applied (the
-        effects lap less applying it); index: the memory index's lexical search, recall
-        counts, newest times and recall increments (``INDEX_CALLS``) and its write journal
-        (``JOURNAL_STAGES``); embedding: the embedder; Chroma read: retrieval
+        effects lap less applying it); index: the memory index's lexical search (with the
+        pool's rows), recall counts, newest times and recall increments (``INDEX_CALLS``) and
+        its write journal (``JOURNAL_STAGES``); embedding: the embedder; Chroma read: retrieval
         less its embedding and index time (so with the client's row mapping); Chroma write:
         applying the turn's writes less theirs; engine: the rest (gate, ranking, appraisal,
         prompt, bookkeeping).

@@ -145,8 +145,8 @@ def format_hybrid(row: dict[str, Any]) -> str:
             ["dense (before): nearest 32, calendar", *row["dense_ms"].values()],
             ["hybrid (default): 192 + 64, pruned", *row["hybrid_ms"].values()],
             ["  of which Chroma query", *stages["chroma_query"].values()],
-            ["  of which lexical search", *stages["lexical_search"].values()],
-            ["  of which index read (ages, counts)", *stages["index_read"].values()],
+            ["  of which lexical search + pool rows", *stages["lexical_search"].values()],
+            ["  of which ages, counts, fields", *stages["index_read"].values()],
             ["  of which Chroma reads by id", *stages["chroma_get"].values()],
         ],
     )

@@ -105,7 +105,8 @@ __all__ = ["QUERY_STAGES", "ChromaMemory"]
 
 QUERY_STAGES = ("chroma_query", "lexical_search", "index_read", "chroma_get")
 """Stage names a ``ChromaMemory`` observer sees, each with its duration in seconds: a Chroma
-query, a lexical search of the index, a read of the index's ages and recall counts, a Chroma
+query, a lexical search of the index (which reads the pool's rows too), the pool's ages,
+recall counts and fields (from those rows, or read by id without a lexical search), a Chroma
 read of rows by id."""
 
 

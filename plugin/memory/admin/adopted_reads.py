@@ -19,7 +19,7 @@ import numpy as np
 
 from affect_memory.errors import StoreError
 from affect_memory.memory.filters import MemoryFilter
-from affect_memory.memory.recall.pool import FilteredMembers, LexicalHits
+from affect_memory.memory.recall.pool import FilteredMembers, PooledSearch
 
 __all__ = ["AdoptedReads", "MappedRow"]
 
@@ -132,17 +132,18 @@ class AdoptedReads:
         """The found rows' counts, timestamps and ranked fields, aligned with ``ids``."""
         return _AdoptedRehearsal([self._rows[ident] for ident in ids])
 
-    def lexical_search(
+    def pool_search(
         self,
         user_id: str,
         query: str,
         limit: int,
         *,
-        known: Collection[str] | None = None,
+        known: Sequence[str],
         k1: float = 1.2,
         b: float = 0.75,
         where: MemoryFilter | None = None,
-    ) -> LexicalHits:
+        embeddings: bool = False,
+    ) -> PooledSearch:
         """Refused: an adopted collection has no lexical index (it is recalled dense)."""
         raise StoreError("an adopted collection has no lexical index: import it to search words")
 

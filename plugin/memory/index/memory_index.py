@@ -3,7 +3,8 @@
 Per user it holds what Chroma cannot serve: BM25 over the memories' texts
 (``lexical_search``), the authoritative recall counts and last-recalled times
 (``rehearsal``, incremented atomically by ``record_recalls``) and the newest memory's time
-(``newest_epoch``). Every Chroma write goes through ``writing`` (the journal), so the index
+(``newest_epoch``); ``pool_search`` reads a hybrid query's lexical search and its pool's rows
+in one snapshot. Every Chroma write goes through ``writing`` (the journal), so the index
 holds exactly the ids and texts Chroma holds, whatever was killed when.
 
 Before a user's first read in a process, and whenever the journal shows an entry a dead writer
@@ -41,10 +42,12 @@ from affect_memory.memory.index.consistency.sync import SyncReport, backfill, in
 from affect_memory.memory.index.lexical.search import (
     FilteredMembers,
     LexicalHits,
+    PoolRows,
     PostingsCache,
     document_frequencies,
     filtered_members,
     search,
+    search_pool,
 )
 from affect_memory.memory.index.storage.backend import Backend, Tx
 from affect_memory.memory.index.storage.schema import user_key
@@ -265,6 +268,16 @@ class MemoryIndex:
         hits too, read in the same snapshot (``LexicalHits.absent`` and ``vectors``). With
         ``where``, only the memories whose filter tags meet it (``memory.filters``)."""
         user_id = check_user(user_id)
+        self._check_search(query, limit)
+        return self._read(
+            user_id,
+            lambda tx, key: search(
+                tx, key, query, limit, self._postings, known, k1=k1, b=b, where=where
+            ),
+        )
+
+    @staticmethod
+    def _check_search(query: object, limit: object) -> None:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, got {shown(query)}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= (
@@ -273,12 +286,33 @@ class MemoryIndex:
             raise InvalidInputError(
                 f"limit must be an integer in [1, {MAX_LEXICAL_LIMIT:,}], got {shown(limit)}"
             )
-        return self._read(
-            user_id,
-            lambda tx, key: search(
-                tx, key, query, limit, self._postings, known, k1=k1, b=b, where=where
-            ),
-        )
+
+    def pool_search(
+        self,
+        user_id: str,
+        query: str,
+        limit: int,
+        *,
+        known: Sequence[str],
+        k1: float = DEFAULT_RECALL_SETTINGS.bm25_k1,
+        b: float = DEFAULT_RECALL_SETTINGS.bm25_b,
+        where: MemoryFilter | None = None,
+        embeddings: bool = False,
+    ) -> PoolRows:
+        """``lexical_search`` beside a query's dense candidates ``known``, and the index rows
+        of the hits and the candidates (counts, ranked fields, and with ``embeddings`` their
+        embeddings), in one snapshot: what recall reads of the index for one hybrid query."""
+        user_id = check_user(user_id)
+        self._check_search(query, limit)
+        wanted = list(known)
+
+        def work(tx: Tx, key: int) -> PoolRows:
+            return search_pool(
+                tx, key, query, limit, self._postings, wanted, k1=k1, b=b, where=where,
+                embeddings=embeddings,
+            )  # fmt: skip
+
+        return self._read(user_id, work)
 
     def filtered_members(
         self, user_id: str, where: MemoryFilter, known: Collection[str]

@@ -6,7 +6,8 @@ constant):
 1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
    lexical index's ``lexical_candidates`` best BM25 matches of the plan's ``match_text``, their
    cosine from the embeddings the index holds (Chroma's ``get`` only for those it lacks;
-   ``affect_memory.memory.recall.pool``);
+   ``affect_memory.memory.recall.pool``). The lexical search and the index rows of the whole
+   pool are one read, in one snapshot (``pool_search``): a hit's row comes with its id;
 2. **relevance**, on an absolute scale: fused, ``w * share + (1 - w) * max(0, cosine)``
    (``affect_memory.memory.recall.fusion``), or for a current-state plan the cosine blended with the
    member's cosine with the query's closest member (``feedback``) and the share of the query
@@ -68,6 +69,7 @@ from affect_memory.memory.recall.life_topics import TopicSpace
 from affect_memory.memory.recall.plan import QueryPlan
 from affect_memory.memory.recall.pool import (
     MemoryIndexReads,
+    PooledSearch,
     QueryPool,
     Rehearsal,
     UserCollectionReads,
@@ -292,12 +294,20 @@ class HybridRecall:
             )
             if rule is not None and rule.kind == "state" and not newest:
                 newest.append(self._index.newest_epoch(user_id))
+            read: PooledSearch | None = None
             if rule is not None and settings.lexical_candidates > 0:
-                pool = self._with_lexical(
-                    collection, user_id, rule.match_text, vector, pool, settings, where
+                pool, read = self._with_lexical(
+                    collection, user_id, rule, vector, pool, settings, where
                 )
             found = self._rank_pool(
-                collection, user_id, pool, vector, rule, newest[0] if newest else None, scoring
+                collection,
+                user_id,
+                pool,
+                vector,
+                rule,
+                newest[0] if newest else None,
+                scoring,
+                read,
             )
             ranked.append(replace(found, plan=rule))
         return ranked
@@ -306,32 +316,27 @@ class HybridRecall:
         self,
         collection: Any,
         user_id: str,
-        query: str,
+        rule: QueryPlan,
         vector: FloatArray,
         pool: QueryPool,
         settings: RecallSettings,
         where: MemoryFilter | None = None,
-    ) -> QueryPool:
+    ) -> tuple[QueryPool, PooledSearch]:
+        """``pool`` joined with the lexical search's hits, and that search, which read the
+        index rows of the whole pool in its snapshot."""
         start = perf_counter()
-        hits = self._index.lexical_search(
+        read = self._index.pool_search(
             user_id,
-            query,
+            rule.match_text,
             settings.lexical_candidates,
-            known=set(pool.ids),
+            known=pool.ids,
             k1=settings.bm25_k1,
             b=settings.bm25_b,
             where=where,
+            embeddings=rule.kind == "state",
         )
         self._timed("lexical_search", start)
-
-        def read_missing(ids: list[str]) -> Mapping[str, Any]:
-            with self._collections.backend("read memories"):
-                begin = perf_counter()
-                got = collection.get(ids=ids, include=["embeddings"])
-                self._timed("chroma_get", begin)
-            return got  # type: ignore[no-any-return]
-
-        return with_lexical(pool, hits, vector, read_missing)
+        return with_lexical(pool, read.hits, vector, self._read_embeddings(collection)), read
 
     def _read_embeddings(self, collection: Any) -> Callable[[list[str]], Mapping[str, Any]]:
         def read_missing(ids: list[str]) -> Mapping[str, Any]:
@@ -368,6 +373,7 @@ class HybridRecall:
         rule: QueryPlan | None,
         newest_epoch: float | None,
         scoring: _Scoring,
+        read: PooledSearch | None = None,
     ) -> RankedQuery:
         if not len(pool):
             return RankedQuery.empty()
@@ -383,7 +389,9 @@ class HybridRecall:
         # The index knows every member's age and recall count before Chroma is read: each
         # member's best possible score decides the order rows are fetched in.
         start = perf_counter()
-        rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=gains)
+        rehearsal = None if read is None else read.rehearsal(pool.ids)
+        if rehearsal is None:
+            rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=gains)
         self._timed("index_read", start)
         counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
         epochs = np.asarray(rehearsal.epochs, dtype=np.float64)

@@ -42,6 +42,7 @@ __all__ = [
     "IndexedFields",
     "LexicalHits",
     "MemoryIndexReads",
+    "PooledSearch",
     "QueryPool",
     "Rehearsal",
     "UserCollectionReads",
@@ -82,6 +83,20 @@ class LexicalHits(Protocol):
     @property
     def idf_total(self) -> float:
         """The sum of the query's terms' idf: what scales BM25 to a share of the query."""
+        ...
+
+
+class PooledSearch(Protocol):
+    """A lexical search read with its pool's rows (``MemoryIndexReads.pool_search``)."""
+
+    @property
+    def hits(self) -> LexicalHits:
+        """The lexical search's hits."""
+        ...
+
+    def rehearsal(self, ids: Sequence[str]) -> Rehearsal | None:
+        """The rehearsal of ``ids`` with their ranked fields (and embeddings, if asked for)
+        from the rows read, or None when one of them was not read."""
         ...
 
 
@@ -185,20 +200,22 @@ class UserCollectionReads(Protocol):
 class MemoryIndexReads(Protocol):
     """The reads recall makes of a memory's index (``ChromaMemory.index``)."""
 
-    def lexical_search(
+    def pool_search(
         self,
         user_id: str,
         query: str,
         limit: int,
         *,
-        known: Collection[str] | None = None,
+        known: Sequence[str],
         k1: float = ...,
         b: float = ...,
         where: MemoryFilter | None = ...,
-    ) -> LexicalHits:
+        embeddings: bool = ...,
+    ) -> PooledSearch:
         """The user's best ``limit`` BM25 matches (``k1``, ``b``) for ``query``, best first
-        (with ``known``, the index's embeddings of the hits it lacks; with ``where``, among
-        the memories meeting it only)."""
+        (with the index's embeddings of the hits the dense candidates ``known`` lack; with
+        ``where``, among the memories meeting it only), and the rehearsal of the hits and
+        the candidates, in one snapshot."""
         ...
 
     def filtered_members(

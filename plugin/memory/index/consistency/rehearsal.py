@@ -10,8 +10,7 @@ same.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,16 @@ from affect_memory.memory.index.storage.backend import Tx
 from affect_memory.memory.index.storage.schema import in_chunks, placeholders
 from affect_memory.memory.records import MAX_RECALL_COUNT
 
-__all__ = ["IndexedFields", "RecallOutcome", "Rehearsal", "read_rehearsal", "record_recalls"]
+__all__ = [
+    "IndexRow",
+    "IndexedFields",
+    "RecallOutcome",
+    "Rehearsal",
+    "read_rehearsal",
+    "read_rows",
+    "record_recalls",
+    "rehearsal_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +85,27 @@ class RecallOutcome:
     """Ids the index does not hold."""
 
 
-def read_rehearsal(
-    tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
-) -> Rehearsal:
-    """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too, and
-    with ``embeddings`` as well (only with ``fields``), the embeddings the index keeps of them:
-    None for one with a write or forget in flight (a pending journal entry), whose Chroma row
-    may already be the new one."""
-    found: dict[str, tuple[Any, ...]] = {}
+IndexRow = tuple[Any, ...]
+"""One memory's row as ``read_rows`` reads it: id, recall count, last-recalled epoch and
+text, timestamp epoch; with the ranked fields, its text, ISO timestamp, significance,
+valence and episode flag; with embeddings, its embedding (None while a write or forget of it
+is in flight); last, its document key."""
+
+
+def read_rows(
+    tx: Tx,
+    key: int,
+    wanted: Sequence[str] | Sequence[int],
+    *,
+    by_doc_key: bool = False,
+    fields: bool = False,
+    embeddings: bool = False,
+) -> dict[str, IndexRow]:
+    """The rows of user ``key``'s memories ``wanted`` (memory ids, or document keys with
+    ``by_doc_key``) that the index holds, by memory id; with ``fields`` the ranked fields,
+    and with ``embeddings`` as well (only with ``fields``) the embeddings the index keeps: None
+    for one with a write or forget in flight (a pending journal entry), whose Chroma row may
+    already be the new one."""
     columns = "d.memory_id, d.recall_count, d.last_recalled_epoch, d.last_recalled_at, d.epoch"
     source = "index_docs d"
     if fields:
@@ -95,56 +116,77 @@ def read_rehearsal(
                 " LEFT JOIN index_journal j ON j.user_key = d.user_key"
                 " AND j.memory_id = d.memory_id"
             )
-    for part in in_chunks(list(dict.fromkeys(ids))):
+    column = "d.doc_key" if by_doc_key else "d.memory_id"
+    found: dict[str, IndexRow] = {}
+    for part in in_chunks(list(dict.fromkeys(wanted))):
         for row in tx.rows(
-            f"SELECT {columns} FROM {source} "
-            f"WHERE d.user_key = ? AND d.memory_id IN ({placeholders(len(part))})",
+            f"SELECT {columns}, d.doc_key FROM {source} "
+            f"WHERE d.user_key = ? AND {column} IN ({placeholders(len(part))})",
             (key, *part),
         ):
             found[row[0]] = row
-    held = [found.get(ident) for ident in ids]
-    nan = math.nan
-    counts = np.array([0 if row is None else row[1] for row in held], dtype=np.int64)
-    last = np.array(
-        [nan if row is None or row[2] is None else row[2] for row in held], dtype=np.float64
-    )
+    return found
+
+
+def read_rehearsal(
+    tx: Tx, key: int, ids: Sequence[str], *, fields: bool = False, embeddings: bool = False
+) -> Rehearsal:
+    """The counts of ``ids`` for user ``key``; with ``fields``, their ranked fields too, and
+    with ``embeddings`` as well (only with ``fields``), the embeddings the index keeps of them
+    (``read_rows``)."""
+    found = read_rows(tx, key, ids, fields=fields, embeddings=embeddings)
+    return rehearsal_of(ids, found, fields=fields, embeddings=embeddings)
+
+
+def rehearsal_of(
+    ids: Sequence[str],
+    found: Mapping[str, IndexRow],
+    *,
+    fields: bool = False,
+    embeddings: bool = False,
+) -> Rehearsal:
+    """The rehearsal of ``ids`` from rows ``read_rows`` read with the same ``fields`` and
+    ``embeddings`` (an id without a row: one the index does not hold)."""
+    held = [found.get(ident, _ABSENT) for ident in ids]
+    present = np.array([row is not _ABSENT for row in held], dtype=bool)
+    columns = list(zip(*held, strict=False)) or [()] * len(_ABSENT)  # one tuple per column
+    last = np.array(columns[2], dtype=np.float64)  # None (never) reads as NaN
     stamps: list[str | None] = [
-        None if row is None or row[2] is None else row[3] for row in held
+        None if epoch is None else at for epoch, at in zip(columns[2], columns[3], strict=True)
     ]
-    present = np.array([row is not None for row in held], dtype=bool)
-    epochs = np.array(
-        [nan if row is None or row[4] is None else row[4] for row in held], dtype=np.float64
-    )
-    ranked = _fields(held, embeddings) if fields else None
+    epochs = np.array(columns[4], dtype=np.float64)
+    ranked = _fields(held, columns, embeddings) if fields else None
+    counts = np.array(columns[1], dtype=np.int64)
     return Rehearsal(list(ids), counts, last, stamps, present, epochs, ranked)
 
 
-def _fields(held: list[tuple[Any, ...] | None], embeddings: bool) -> IndexedFields:
-    """The ranked fields of ``read_rehearsal``'s rows (``None``: a row the index lacks), and
-    their embeddings (the eleventh column) when read."""
-    known = [
-        row is not None and row[4] is not None and None not in row[5:10] for row in held
-    ]
-    full: list[tuple[Any, ...]] = [
-        row if ok and row is not None else _UNKNOWN for row, ok in zip(held, known, strict=True)
-    ]
+def _fields(
+    held: list[IndexRow], columns: list[tuple[Any, ...]], embeddings: bool
+) -> IndexedFields:
+    """The ranked fields of ``read_rows``'s rows (``_ABSENT``: one the index lacks) and their
+    columns, and their embeddings (the eleventh column) when read; a row missing any field
+    reads as unknown (no text or timestamp, zeros)."""
+    known = np.array([None not in row[4:10] for row in held], dtype=bool)
+    every = bool(known.all())
     return IndexedFields(
-        known=np.array(known, dtype=bool),
-        texts=[row[5] for row in full],
-        timestamps=[row[6] for row in full],
-        significance=np.array([row[7] for row in full], dtype=np.float64),
-        emotional_valence=np.array([row[8] for row in full], dtype=np.float64),
-        episodes=np.array([row[9] == 1 for row in full], dtype=bool),
-        embeddings=[
-            None if row is None or row[10] is None else bytes(row[10]) for row in held
-        ]
+        known=known,
+        texts=list(columns[5]) if every else _where_known(columns[5], known),
+        timestamps=list(columns[6]) if every else _where_known(columns[6], known),
+        significance=np.where(known, np.array(columns[7], dtype=np.float64), 0.0),
+        emotional_valence=np.where(known, np.array(columns[8], dtype=np.float64), 0.0),
+        episodes=known & (np.array(columns[9], dtype=np.float64) == 1),
+        embeddings=[None if blob is None else bytes(blob) for blob in columns[10]]
         if embeddings
         else None,
     )
 
 
-_UNKNOWN = (None, 0, None, None, None, None, None, 0.0, 0.0, 0)
-"""A row whose ranked fields the index lacks, as ``_fields`` reads it."""
+def _where_known(values: tuple[Any, ...], known: npt.NDArray[np.bool_]) -> list[Any]:
+    return [value if ok else None for value, ok in zip(values, known.tolist(), strict=True)]
+
+
+_ABSENT: IndexRow = (None, 0, *([None] * 10))
+"""The row of an id the index does not hold: never recalled, no fields, no embedding."""
 
 
 def record_recalls(

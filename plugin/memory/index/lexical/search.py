@@ -38,6 +38,12 @@ import numpy.typing as npt
 
 from affect_memory.memory.filters import MemoryFilter, index_condition
 from affect_memory.memory.index.consistency.documents import ALL_DOCS
+from affect_memory.memory.index.consistency.rehearsal import (
+    IndexRow,
+    Rehearsal,
+    read_rows,
+    rehearsal_of,
+)
 from affect_memory.memory.index.lexical.analyzer import query_terms
 from affect_memory.memory.index.lexical.bm25 import TermPostings, idf, postings_of, score_terms
 from affect_memory.memory.index.storage.backend import Tx
@@ -47,11 +53,13 @@ __all__ = [
     "CACHE_POSTINGS",
     "FilteredMembers",
     "LexicalHits",
+    "PoolRows",
     "PostingsCache",
     "document_frequencies",
     "filtered_docs",
     "filtered_members",
     "search",
+    "search_pool",
 ]
 
 CACHE_POSTINGS = 2_000_000
@@ -390,12 +398,15 @@ def search(
     k1: float,
     b: float,
     where: MemoryFilter | None = None,
+    rows: dict[str, IndexRow] | None = None,
 ) -> LexicalHits:
     """The ``limit`` best BM25 matches (``k1``, ``b``) of ``query`` among user ``key``'s
     memories; with ``known``, the embeddings of the hits it lacks too (``LexicalHits.absent``).
 
     Ties are broken by memory id, so every backend returns the same list. With ``where``,
-    only the memories meeting it are ranked.
+    only the memories meeting it are ranked. With ``rows``, the hits' whole index rows
+    (``read_rows`` with the ranked fields and embeddings) are added to it, read in the same
+    statement as their ids.
     """
     nothing = LexicalHits() if known is None else LexicalHits(absent=[])
     terms = query_terms(query)
@@ -418,15 +429,77 @@ def search(
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
         keep = scores >= cut  # every memory tied with the last place, for the id tie-break
         doc_keys, scores = doc_keys[keep], scores[keep]
-    names = _memory_ids(tx, key, doc_keys)
+    read: dict[str, IndexRow] = {}
+    if rows is None:
+        names = _memory_ids(tx, key, doc_keys)
+    else:
+        read = read_rows(tx, key, doc_keys.tolist(), by_doc_key=True, fields=True, embeddings=True)
+        names = {int(row[-1]): ident for ident, row in read.items()}
     ranked = sorted(
         zip(scores.tolist(), (names[int(k)] for k in doc_keys.tolist()), strict=True),
         key=lambda pair: (-pair[0], pair[1]),
     )[:limit]
     ids = [memory_id for _, memory_id in ranked]
     scored = np.asarray([score for score, _ in ranked], dtype=np.float64)
+    if rows is not None:
+        rows.update((ident, read[ident]) for ident in ids)
     if known is None:
         return LexicalHits(ids, scored, idf_total=idf_total)
+    if rows is not None:  # the embeddings came with the rows
+        absent = sorted(
+            (ident for ident in ids if ident not in known), key=lambda ident: int(read[ident][-1])
+        )
+        vectors = [_blob(read[ident][10]) for ident in absent]
+        return LexicalHits(ids, scored, absent, vectors, idf_total)
     keys = {memory_id: doc_key for doc_key, memory_id in names.items()}
     absent, vectors = _absent_vectors(tx, key, {ident: keys[ident] for ident in ids}, known)
     return LexicalHits(ids, scored, absent, vectors, idf_total)
+
+
+def _blob(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRows:
+    """One snapshot's read of a query's pool: the lexical search and the index rows of its
+    hits and of the dense candidates (``search_pool``)."""
+
+    hits: LexicalHits
+    rows: dict[str, IndexRow]
+    """The index rows (``read_rows``, with the ranked fields) of every id asked for that the
+    index holds."""
+    asked: frozenset[str]
+    """The ids whose rows were asked for: the dense candidates and the hits."""
+    embeddings: bool
+    """Whether every row carries its embedding."""
+
+    def rehearsal(self, ids: Sequence[str]) -> Rehearsal | None:
+        """The rehearsal of ``ids`` with their ranked fields (and embeddings, if read), or
+        None when one of them was not asked for."""
+        if not self.asked.issuperset(ids):
+            return None
+        return rehearsal_of(ids, self.rows, fields=True, embeddings=self.embeddings)
+
+
+def search_pool(
+    tx: Tx,
+    key: int,
+    query: str,
+    limit: int,
+    cache: PostingsCache | None,
+    known: Sequence[str],
+    *,
+    k1: float,
+    b: float,
+    where: MemoryFilter | None = None,
+    embeddings: bool = False,
+) -> PoolRows:
+    """``search`` of ``query`` beside the dense candidates ``known``, and the index rows of
+    both, in one snapshot: a hit's row comes with its id, and only the candidates the hits
+    lack are read by id (with their embeddings if ``embeddings``)."""
+    rows: dict[str, IndexRow] = {}
+    hits = search(tx, key, query, limit, cache, set(known), k1=k1, b=b, where=where, rows=rows)
+    rest = [ident for ident in known if ident not in rows]
+    rows.update(read_rows(tx, key, rest, fields=True, embeddings=embeddings))
+    return PoolRows(hits, rows, frozenset([*known, *hits.ids]), embeddings)
