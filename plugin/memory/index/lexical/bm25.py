@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = ["idf", "score_postings", "term_score"]
+
+_Weighing = tuple[float, float, float, float]
+"""What a term's weights are computed from: its idf, the mean length, k1 and b."""
 
 _DENSE_SPAN = 8
 """Scores are summed in an array over every key up to the highest when that array is at most
@@ -45,10 +48,28 @@ class TermPostings:
     doc_keys: npt.NDArray[np.int64]
     tf: npt.NDArray[np.float64]
     lengths: npt.NDArray[np.float64]
+    _weighed: list[tuple[_Weighing, npt.NDArray[np.float64]]] = field(
+        default_factory=list, compare=False, repr=False
+    )
+    """The last weights computed, with what they were computed from (at most one)."""
 
     def __len__(self) -> int:
         """The term's document frequency."""
         return len(self.doc_keys)
+
+    def weights(
+        self, term_idf: np.float64, avg_length: float, k1: float, b: float
+    ) -> npt.NDArray[np.float64]:
+        """The term's BM25 contribution to each document in its postings, kept for the next
+        query that weighs it alike (a cached term is shared: a common word's postings are
+        weighed once per change of the user's memories, not once per query)."""
+        key = (float(term_idf), avg_length, k1, b)
+        last = self._weighed[:1]
+        if last and last[0][0] == key:
+            return last[0][1]
+        weights = _bm25(self.tf, self.lengths, term_idf, avg_length, k1, b)
+        self._weighed[:] = [(key, weights)]  # one assignment: a reader sees old or new
+        return weights
 
 
 def score_terms(
@@ -67,12 +88,11 @@ def score_terms(
     if highest < _DENSE_SPAN * sum(len(k) for k in keys) + 1024:
         # Document keys are dense (they count up per user): sum into an array indexed by key,
         # which needs no sort. ``bincount`` adds in the order given, the query's term order,
-        # so every term's weights are computed at once and the sums keep their bits.
+        # so the sums keep their bits.
         every = np.concatenate(keys)
-        tf = np.concatenate([term.tf for term in present])
-        lengths = np.concatenate([term.lengths for term in present])
-        term_idf = np.repeat(idfs, [len(term) for term in present])
-        weights = _bm25(tf, lengths, term_idf, avg_length, k1, b)
+        weights = np.concatenate(
+            [term.weights(idfs[at], avg_length, k1, b) for at, term in enumerate(present)]
+        )
         dense = np.bincount(every, weights=weights, minlength=highest + 1).astype(np.float64)
         doc_keys = np.flatnonzero(np.bincount(every, minlength=highest + 1))
         return doc_keys.astype(np.int64), dense[doc_keys]
@@ -80,28 +100,21 @@ def score_terms(
     scores = np.zeros(len(doc_keys), dtype=np.float64)
     start = 0
     for index, term in enumerate(present):
-        scores[slot[start : start + len(term)]] += _weights(term, idfs[index], avg_length, k1, b)
+        scores[slot[start : start + len(term)]] += term.weights(idfs[index], avg_length, k1, b)
         start += len(term)
     return doc_keys.astype(np.int64), scores
-
-
-def _weights(
-    term: TermPostings, term_idf: np.float64, avg_length: float, k1: float, b: float
-) -> npt.NDArray[np.float64]:
-    """One term's BM25 contribution to each document in its postings."""
-    return _bm25(term.tf, term.lengths, term_idf, avg_length, k1, b)
 
 
 def _bm25(
     tf: npt.NDArray[np.float64],
     lengths: npt.NDArray[np.float64],
-    term_idf: npt.NDArray[np.float64] | np.float64,
+    term_idf: np.float64,
     avg_length: float,
     k1: float,
     b: float,
 ) -> npt.NDArray[np.float64]:
-    """BM25 contributions of postings ``tf`` in documents of ``lengths`` (``term_idf``: one
-    idf, or each posting's), with the closed form's operations in its order."""
+    """BM25 contributions of postings ``tf`` in documents of ``lengths``, with the closed
+    form's operations in its order."""
     norm = k1 * (1.0 - b + b * lengths / avg_length)
     weights: npt.NDArray[np.float64] = term_idf * tf * (k1 + 1.0) / (tf + norm)
     return weights

@@ -8,7 +8,13 @@ import random
 import numpy as np
 import pytest
 
-from affect_memory.memory.index.lexical.bm25 import idf, score_postings, term_score
+from affect_memory.memory.index.lexical.bm25 import (
+    idf,
+    postings_of,
+    score_postings,
+    score_terms,
+    term_score,
+)
 from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS
 
 K1, B = DEFAULT_RECALL_SETTINGS.bm25_k1, DEFAULT_RECALL_SETTINGS.bm25_b
@@ -73,3 +79,24 @@ def test_nothing_to_score_gives_nothing() -> None:
     for rows, n, total in (([], 3, 6), ([("bee", 1, 1, 1)], 0, 0)):
         keys, scores = score_postings(["bee"], rows, n, total, k1=K1, b=B)
         assert len(keys) == 0 and len(scores) == 0
+
+
+def test_a_cached_terms_kept_weights_never_outlive_what_they_were_weighed_from() -> None:
+    """One postings object (a cached term) scored under other statistics and parameters and
+    back gives each time the bits of postings never weighed before."""
+    rng = random.Random(3)
+    rows = [(key, rng.randint(1, 3), rng.randint(1, 30)) for key in range(0, 400, 3)]
+    other = [(key, 1, rng.randint(1, 30)) for key in range(1, 400, 7)]
+    shared = [postings_of(rows), postings_of(other)]
+    for n_docs, total, k1, b in [(500, 6000, K1, B), (900, 6000, K1, B), (500, 9000, K1, B),
+                                 (500, 6000, 2.0, B), (500, 6000, K1, 0.3), (500, 6000, K1, B)]:
+        fresh = [postings_of(rows), postings_of(other)]
+        keys, scores = score_terms(shared, n_docs, total, k1=k1, b=b)
+        want_keys, want = score_terms(fresh, n_docs, total, k1=k1, b=b)
+        assert keys.tolist() == want_keys.tolist()
+        assert scores.tolist() == want.tolist()  # the same bits
+        avg = total / n_docs
+        assert scores[0] == pytest.approx(
+            term_score(rows[0][1], rows[0][2], avg, idf(n_docs, len(rows)), k1=k1, b=b),
+            rel=1e-12,
+        )  # doc 0 holds only the first term
