@@ -26,7 +26,7 @@ from affect_memory.bench.common import BENCH_NOW, TableEmbedder, summary_ms
 from affect_memory.bench.recall_corpus import WARMUP_QUERIES, progress_bar, real_corpus
 from affect_memory.memory.recall.life_topics import topic_phrases
 from affect_memory.memory.recall.plan import default_analyser
-from affect_memory.memory.settings import DENSE_RECALL
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, DENSE_RECALL
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder, check_embeddings
 
@@ -139,11 +139,13 @@ def format_hybrid(row: dict[str, Any]) -> str:
     from affect_memory.formatting import format_table
 
     stages = row["hybrid_stages_ms"]
+    default = DEFAULT_RECALL_SETTINGS
+    pool = f"{default.dense_candidates} + {default.lexical_candidates}"
     table = format_table(
         ["recall (one user)", "median ms", "p95 ms"],
         [
             ["dense (before): nearest 32, calendar", *row["dense_ms"].values()],
-            ["hybrid (default): 192 + 64, pruned", *row["hybrid_ms"].values()],
+            [f"hybrid (default): {pool}, pruned", *row["hybrid_ms"].values()],
             ["  of which Chroma query", *stages["chroma_query"].values()],
             ["  of which lexical search + pool rows", *stages["lexical_search"].values()],
             ["  of which ages, counts, fields", *stages["index_read"].values()],

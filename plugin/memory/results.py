@@ -43,7 +43,7 @@ __all__ = [
     "recall_query_problems",
 ]
 
-DEFAULT_CANDIDATES = 192
+DEFAULT_CANDIDATES = 128
 """Chroma's nearest memories a recall adds to each query's pool (``RecallSettings``)."""
 
 MAX_CANDIDATES = 1024

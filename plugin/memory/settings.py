@@ -1,6 +1,6 @@
 """Recall's ranking settings: how the candidate pool is built and the weights it is scored with.
 
-The defaults are the measured design (docs/concepts/retrieval.md): Chroma's 192 nearest memories and
+The defaults are the measured design (docs/concepts/retrieval.md): Chroma's 128 nearest memories and
 the lexical index's 64 best BM25 matches, fused relevance with lexical weight 0.6, the
 query's time rule, and the kernel's weights with a 120-day horizon and a 0.10 floor.
 ``DENSE_RECALL`` is recall as it was before the hybrid pool (the nearest 32 by cosine,
@@ -74,7 +74,7 @@ class RecallSettings(ParameterModel):
     ranking: RankingMode = "hybrid"
     """``hybrid``: dense and lexical candidates, fused relevance, the query's time rule;
     ``dense``: the nearest by cosine alone, Chroma's distance as is, aged by the calendar."""
-    dense_candidates: Annotated[int, _pool_size(1)] = 192
+    dense_candidates: Annotated[int, _pool_size(1)] = 128
     """Chroma's nearest memories added to the pool (at least ``top_k`` are fetched)."""
     lexical_candidates: Annotated[int, _pool_size(0)] = 64
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""

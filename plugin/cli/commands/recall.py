@@ -59,7 +59,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=None,
         metavar="N",
         help=(
-            "Chroma's nearest memories in each query's pool, at most 1,024 (default 192, or "
+            "Chroma's nearest memories in each query's pool, at most 1,024 (default 128, or "
             "the --weights file's dense_candidates); at least --top are fetched"
         ),
     )

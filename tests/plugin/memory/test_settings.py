@@ -24,7 +24,7 @@ def test_the_defaults_are_the_measured_design() -> None:
     settings = DEFAULT_RECALL_SETTINGS
     assert (settings.ranking, settings.dense_candidates, settings.lexical_candidates) == (
         "hybrid",
-        192,
+        128,
         64,
     )
     assert settings.lexical_weight == 0.6
@@ -70,7 +70,7 @@ def test_a_file_round_trips_and_missing_fields_keep_the_defaults(tmp_path: Path)
     partial = load_recall_settings(tmp_path / "partial.json")
     assert partial.weights.recency_floor == 0.3
     assert partial.weights.recency_horizon_days == 120.0
-    assert partial.dense_candidates == 192
+    assert partial.dense_candidates == 128
 
 
 _W = "w.json: "
