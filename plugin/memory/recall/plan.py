@@ -46,11 +46,11 @@ import calendar
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.index.lexical.analyzer import words
@@ -135,7 +135,9 @@ class QueryAnalyser(Protocol):
 
 
 OWNERS_KEPT = 256
-"""Users whose owner patterns an analyser keeps compiled."""
+"""Users whose owner patterns and form terms an analyser keeps."""
+
+_V = TypeVar("_V")
 
 _Owner = tuple[re.Pattern[str], re.Pattern[str] | None, str | None]
 """The owner's words, the owner's name forms (None: no name) and the name."""
@@ -254,6 +256,29 @@ def _present_pattern(words: Sequence[str]) -> re.Pattern[str]:
     return re.compile("|".join(parts), re.IGNORECASE)
 
 
+class _Recent(Generic[_V]):
+    """The values of the last ``size`` keys asked for, each built once by ``build``."""
+
+    def __init__(self, size: int, build: Callable[[str], _V]) -> None:
+        self._size = size
+        self._build = build
+        self._kept: OrderedDict[str, _V] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def get(self, key: str) -> _V:
+        """``build(key)``, built now or kept from an earlier call."""
+        with self._guard:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        value = self._build(key)
+        with self._guard:
+            self._kept[key] = value
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+        return value
+
+
 class LexiconAnalyser:
     """The query analyser of one language's lexicon (``lexicon/<language>.json``)."""
 
@@ -261,23 +286,13 @@ class LexiconAnalyser:
         """Read ``language``'s lexicon (English by default); refuse one that is not shipped."""
         self._lexicon = _lexicon(language)
         self.language = language
-        self._owners: OrderedDict[str, _Owner] = OrderedDict()
-        self._owners_guard = threading.Lock()
+        # a recall plans every query with its user's patterns and form terms: built once each
+        self._owners = _Recent[_Owner](OWNERS_KEPT, self._owner_patterns)
+        self._owner_terms = _Recent[dict[str, list[str]]](OWNERS_KEPT, self._form_terms)
 
     def _owner(self, user_id: str) -> _Owner:
-        """``_owner_patterns`` of ``user_id``, compiled once for the last ``OWNERS_KEPT`` users
-        (a recall plans every query with them)."""
-        with self._owners_guard:
-            found = self._owners.get(user_id)
-            if found is not None:
-                self._owners.move_to_end(user_id)
-                return found
-        found = self._owner_patterns(user_id)
-        with self._owners_guard:
-            self._owners[user_id] = found
-            while len(self._owners) > OWNERS_KEPT:
-                self._owners.popitem(last=False)
-        return found
+        """``_owner_patterns`` of ``user_id``, compiled once for the last ``OWNERS_KEPT`` users."""
+        return self._owners.get(user_id)
 
     def _owner_patterns(self, user_id: str) -> _Owner:
         """The owner's words (any case) and name forms (as a name is written: capitalised,
@@ -445,6 +460,9 @@ class LexiconAnalyser:
     def form_terms(self, user_id: str) -> dict[str, list[str]]:
         """The search terms that show a memory writes its owner each third-person way: the
         lexicon's ``third`` form ("user") and the owner's name, when the user id spells one."""
+        return {way: list(terms) for way, terms in self._owner_terms.get(user_id).items()}
+
+    def _form_terms(self, user_id: str) -> dict[str, list[str]]:
         name = owner_name(user_id)
         found: dict[str, list[str]] = {}
         for way, roles in self._lexicon.owner_forms.items():

@@ -382,29 +382,25 @@ def _missing_vectors(
     if absent is None or set(absent) != set(missing):  # the index was not asked: Chroma's
         got = read_missing(missing)
         return list(got["ids"]), got["embeddings"]
-    held = {
-        ident: vector
-        for ident, blob in zip(absent, hits.vectors, strict=True)
-        if (vector := index_vector(blob, dimension)) is not None
-    }
-    unread = [ident for ident in absent if ident not in held]
-    chroma: dict[str, Any] = {}
-    if unread:
-        got = read_missing(unread)
-        chroma = dict(zip(got["ids"], got["embeddings"], strict=True))
-    found = [ident for ident in absent if ident in held or ident in chroma]
-    rows = [
-        held[ident] if ident in held else chroma[ident]
-        for ident in found
-    ]
+    matrix, present = index_vectors(hits.vectors, dimension, np.float64)
+    if present.all():  # the usual case: the index holds every one
+        return list(absent), matrix
+    held = dict(zip(absent, present.tolist(), strict=True))
+    unread = [ident for ident in absent if not held[ident]]
+    got = read_missing(unread)
+    chroma = dict(zip(got["ids"], got["embeddings"], strict=True))
+    found = [ident for ident in absent if held[ident] or ident in chroma]
+    at = {ident: row for row, ident in enumerate(absent)}
+    rows = [matrix[at[ident]] if held[ident] else chroma[ident] for ident in found]
     return found, rows
 
 
 def index_vectors(
-    blobs: Sequence[bytes | None], dimension: int
-) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]]:
-    """Embeddings as the index keeps them, one float32 row each (zeros where there is none of
-    ``dimension`` values), and which rows hold one: what the topic product takes."""
+    blobs: Sequence[bytes | None], dimension: int, dtype: type[np.floating[Any]] = np.float32
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """Embeddings as the index keeps them, one row each of ``dtype`` (float32, what the topic
+    product takes; float64 keeps every value exactly), zeros where there is none of
+    ``dimension`` values, and which rows hold one."""
     if blobs and None not in blobs:  # the usual case: all of one width, read in one copy
         whole = cast(Sequence[bytes], blobs)
         joined = b"".join(whole)
@@ -412,8 +408,8 @@ def index_vectors(
             # a total of n widths with none wider means every one is a width
             if len(joined) == len(whole) * width and max(map(len, whole)) == width:
                 matrix = np.frombuffer(joined, dtype=kind).reshape(len(whole), dimension)
-                return matrix.astype(np.float32, copy=False), np.ones(len(whole), dtype=bool)
-    rows = np.zeros((len(blobs), dimension), dtype=np.float32)
+                return matrix.astype(dtype, copy=False), np.ones(len(whole), dtype=bool)
+    rows = np.zeros((len(blobs), dimension), dtype=dtype)
     held = np.zeros(len(blobs), dtype=bool)
     for at, blob in enumerate(blobs):
         vector = index_vector(blob, dimension)

@@ -179,13 +179,18 @@ def test_each_way_of_writing_the_owner_weighs_its_share_of_the_memories() -> Non
 
 
 def test_a_user_planned_again_after_many_others_gets_the_same_plan() -> None:
-    """The owner patterns an analyser keeps compiled are a bounded cache: planning for more
-    users than it keeps changes no plan, whether a user's patterns were kept or rebuilt."""
+    """The owner patterns and form terms an analyser keeps are a bounded cache: planning for
+    more users than it keeps changes no plan, whether a user's were kept or rebuilt."""
     analyser = LexiconAnalyser()
     questions = ("Where does Maya Lopez work now?", "where do I work now", "maya lopez job")
     first = [analyser.plan(q, "maya_lopez", NOW) for q in questions]
+    terms = analyser.form_terms("maya_lopez")
+    terms["name"].append("changed by a caller")  # a copy: what the analyser keeps stays
     for n in range(OWNERS_KEPT + 5):
         analyser.plan("Where does the user live?", f"user-{n}", NOW)
+        analyser.form_terms(f"user-{n}")
     assert [analyser.plan(q, "maya_lopez", NOW) for q in questions] == first
+    assert analyser.form_terms("maya_lopez") == LexiconAnalyser().form_terms("maya_lopez")
+    assert "changed by a caller" not in analyser.form_terms("maya_lopez")["name"]
     assert first == [LexiconAnalyser().plan(q, "maya_lopez", NOW) for q in questions]
     assert first[0].subject == "user"
