@@ -12,7 +12,7 @@ left, the index settles that user against Chroma (if no live writer holds the us
 otherwise that writer will): journal entries first, then a backfill when Chroma holds a
 different number of memories (a store written before the index, a migrated collection).
 
-The module is about 450 lines because it is the one object the store talks to: its reads, its writes
+The module is about 490 lines because it is the one object the store talks to: its reads, its writes
 and the settling before a user's first read share the per-user state (keys, settled users, the
 postings cache) kept here.
 """

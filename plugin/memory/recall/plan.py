@@ -35,7 +35,7 @@ name), whose embeddings recall averages weighted by how the user's own memories 
 (``form_weights``): a question is matched as the memories are written, whichever way the
 question was asked.
 
-The module is about 480 lines because the analyser's readings (subject, tense, period, kind) share
+The module is about 520 lines because the analyser's readings (subject, tense, period, kind) share
 one lexicon and decide together which cue wins; split, that order could no longer be read in one
 place.
 """

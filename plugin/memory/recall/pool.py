@@ -19,7 +19,7 @@ So the pool is the same bits as a Chroma read's. An id Chroma no longer holds dr
 before: the index holds exactly Chroma's ids except while a forget is in flight, and such an
 id is the one read from Chroma.
 
-The module is about 420 lines because it also types what a pool is read from (the user's
+The module is about 440 lines because it also types what a pool is read from (the user's
 collection, the memory index and what each returns), beside the pool those reads fill.
 """
 

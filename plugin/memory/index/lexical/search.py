@@ -14,13 +14,15 @@ back). The scores are the same bits with or without it.
 
 Asked which ids the caller already has (``known``: the query's dense candidates), a search
 also reads, in its snapshot, the embeddings the index holds of the other hits (``absent``),
-so recall computes their cosine without reading Chroma.
+so recall computes their cosine without reading Chroma. ``search_pool`` is what recall reads
+of a hybrid query's pool, in one snapshot: the search, whose hits' whole rows come with their
+ids, and the rows of the dense candidates the hits lack.
 
 With a filter (``where``, ``affect_memory.memory.filters``) only the memories whose tags meet
 it compete for the ``limit`` places, read in the same snapshot; BM25's statistics stay the
 user's (a memory scores the same filtered or not).
 
-The module is about 430 lines because the postings cache and the searches that read through it share
+The module is about 500 lines because the postings cache and the searches that read through it share
 the generation protocol above; split, the cache's rule against stale postings would sit apart from
 the readers that rely on it.
 """
