@@ -301,7 +301,7 @@ class MemoryIndex:
     ) -> PoolRows:
         """``lexical_search`` beside a query's dense candidates ``known``, and the index rows
         of the hits and the candidates (counts, ranked fields, and with ``embeddings`` their
-        embeddings), in one snapshot: what recall reads of the index for one hybrid query."""
+        embeddings), in one snapshot: what recall reads of a hybrid query's pool."""
         user_id = check_user(user_id)
         self._check_search(query, limit)
         wanted = list(known)

@@ -86,8 +86,8 @@ class RecallOutcome:
 
 
 IndexRow = tuple[Any, ...]
-"""One memory's row as ``read_rows`` reads it: id, recall count, last-recalled epoch and
-text, timestamp epoch; with the ranked fields, its text, ISO timestamp, significance,
+"""One memory's row as ``read_rows`` reads it: id, recall count, last-recalled epoch and ISO
+time, timestamp epoch; with the ranked fields, its text, ISO timestamp, significance,
 valence and episode flag; with embeddings, its embedding (None while a write or forget of it
 is in flight); last, its document key."""
 
