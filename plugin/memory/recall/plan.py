@@ -35,7 +35,7 @@ name), whose embeddings recall averages weighted by how the user's own memories 
 (``form_weights``): a question is matched as the memories are written, whichever way the
 question was asked.
 
-The module is about 520 lines because the analyser's readings (subject, tense, period, kind) share
+The module is about 500 lines because the analyser's readings (subject, tense, period, kind) share
 one lexicon and decide together which cue wins; split, that order could no longer be read in one
 place.
 """
@@ -44,13 +44,11 @@ from __future__ import annotations
 
 import calendar
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
-from typing import Generic, Literal, Protocol, TypeVar
+from functools import cache, lru_cache
+from typing import Literal, Protocol
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.index.lexical.analyzer import words
@@ -135,9 +133,7 @@ class QueryAnalyser(Protocol):
 
 
 OWNERS_KEPT = 256
-"""Users whose owner patterns and form terms an analyser keeps."""
-
-_V = TypeVar("_V")
+"""Users per language whose owner patterns and form terms are kept built."""
 
 _Owner = tuple[re.Pattern[str], re.Pattern[str] | None, str | None]
 """The owner's words, the owner's name forms (None: no name) and the name."""
@@ -256,29 +252,6 @@ def _present_pattern(words: Sequence[str]) -> re.Pattern[str]:
     return re.compile("|".join(parts), re.IGNORECASE)
 
 
-class _Recent(Generic[_V]):
-    """The values of the last ``size`` keys asked for, each built once by ``build``."""
-
-    def __init__(self, size: int, build: Callable[[str], _V]) -> None:
-        self._size = size
-        self._build = build
-        self._kept: OrderedDict[str, _V] = OrderedDict()
-        self._guard = threading.Lock()
-
-    def get(self, key: str) -> _V:
-        """``build(key)``, built now or kept from an earlier call."""
-        with self._guard:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key]
-        value = self._build(key)
-        with self._guard:
-            self._kept[key] = value
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-        return value
-
-
 class LexiconAnalyser:
     """The query analyser of one language's lexicon (``lexicon/<language>.json``)."""
 
@@ -286,34 +259,10 @@ class LexiconAnalyser:
         """Read ``language``'s lexicon (English by default); refuse one that is not shipped."""
         self._lexicon = _lexicon(language)
         self.language = language
-        # a recall plans every query with its user's patterns and form terms: built once each
-        self._owners = _Recent[_Owner](OWNERS_KEPT, self._owner_patterns)
-        self._owner_terms = _Recent[dict[str, list[str]]](OWNERS_KEPT, self._form_terms)
 
     def _owner(self, user_id: str) -> _Owner:
-        """``_owner_patterns`` of ``user_id``, compiled once for the last ``OWNERS_KEPT`` users."""
-        return self._owners.get(user_id)
-
-    def _owner_patterns(self, user_id: str) -> _Owner:
-        """The owner's words (any case) and name forms (as a name is written: capitalised,
-        or in a query of lower case alone, as keywords are), and the owner's name; a user id
-        that spells a month or weekday names nobody ("May" is the month)."""
-        name = owner_name(user_id)
-        if name is not None and any(
-            part.lower() in self._lexicon.month_words for part in name.split()
-        ):
-            name = None
-        words = [word for word in self._lexicon.owner_roles if "{name}" not in word]
-        if name is None:
-            return _whole(words), None, None
-        forms = [
-            word.replace("{name}", part)
-            for word in self._lexicon.owner_roles
-            if "{name}" in word
-            for part in {name, *name.split()}
-        ]
-        alternation = _phrases(forms)
-        return _whole(words), re.compile(rf"(?<![\w'])(?:{alternation})(?![\w'])"), name
+        """``_owner_patterns`` of ``user_id`` in this analyser's language."""
+        return _owner_patterns(self.language, user_id)
 
     def plan(self, query: str, user_id: str, now: datetime) -> QueryPlan:
         """The plan of ``query`` asked of ``user_id``'s memories at ``now`` (module doc)."""
@@ -460,21 +409,50 @@ class LexiconAnalyser:
     def form_terms(self, user_id: str) -> dict[str, list[str]]:
         """The search terms that show a memory writes its owner each third-person way: the
         lexicon's ``third`` form ("user") and the owner's name, when the user id spells one."""
-        return {way: list(terms) for way, terms in self._owner_terms.get(user_id).items()}
+        return {way: list(terms) for way, terms in _form_terms(self.language, user_id)}
 
-    def _form_terms(self, user_id: str) -> dict[str, list[str]]:
-        name = owner_name(user_id)
-        found: dict[str, list[str]] = {}
-        for way, roles in self._lexicon.owner_forms.items():
-            text = roles.get("subject", "")
-            if "{name}" in text:
-                if name is None:
-                    continue
-                text = text.replace("{name}", name)
-            terms = words(text)
-            if terms and way != "first":
-                found[way] = terms
-        return found
+
+# A recall plans every query with its user's owner patterns and form terms: each is built once
+# for the last OWNERS_KEPT users of a language.
+
+
+@lru_cache(maxsize=OWNERS_KEPT)
+def _owner_patterns(language: str, user_id: str) -> _Owner:
+    """The owner's words (any case) and name forms (as a name is written: capitalised, or in a
+    query of lower case alone, as keywords are), and the owner's name; a user id that spells a
+    month or weekday names nobody ("May" is the month)."""
+    lex = _lexicon(language)
+    name = owner_name(user_id)
+    if name is not None and any(part.lower() in lex.month_words for part in name.split()):
+        name = None
+    words = [word for word in lex.owner_roles if "{name}" not in word]
+    if name is None:
+        return _whole(words), None, None
+    forms = [
+        word.replace("{name}", part)
+        for word in lex.owner_roles
+        if "{name}" in word
+        for part in {name, *name.split()}
+    ]
+    alternation = _phrases(forms)
+    return _whole(words), re.compile(rf"(?<![\w'])(?:{alternation})(?![\w'])"), name
+
+
+@lru_cache(maxsize=OWNERS_KEPT)
+def _form_terms(language: str, user_id: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``LexiconAnalyser.form_terms``, kept immutable: each way and its search terms."""
+    name = owner_name(user_id)
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for way, roles in _lexicon(language).owner_forms.items():
+        text = roles.get("subject", "")
+        if "{name}" in text:
+            if name is None:
+                continue
+            text = text.replace("{name}", name)
+        terms = words(text)
+        if terms and way != "first":
+            found.append((way, tuple(terms)))
+    return tuple(found)
 
 
 def _disjoint(matches: Sequence[re.Match[str]]) -> list[re.Match[str]]:
