@@ -305,16 +305,12 @@ class ChromaMemory:
         texts = list(dict.fromkeys(text for plan in plans for text in plan.embed_texts))
         vectors = self._embed_queries(texts).astype(np.float64)
         row = {text: at for at, text in enumerate(texts)}
-        means = np.stack(
-            [
-                np.average(
-                    vectors[[row[text] for text in plan.embed_texts]],
-                    axis=0,
-                    weights=weights_of.get(plan.embed_forms, [1.0] * len(plan.embed_texts)),
-                )
-                for plan in plans
-            ]
-        )
+        means = np.empty((len(plans), vectors.shape[1]))
+        for at, plan in enumerate(plans):
+            # numpy's weighted average, as ``np.average`` computes it (the same bits)
+            weights = np.array(weights_of.get(plan.embed_forms, [1.0] * len(plan.embed_texts)))
+            part = vectors[[row[text] for text in plan.embed_texts]]
+            means[at] = (part * weights[:, None]).sum(axis=0) / weights.sum()
         norms = np.linalg.norm(means, axis=1, keepdims=True)
         unit: np.ndarray = means / np.where(norms > 0, norms, 1.0)
         return unit
