@@ -143,6 +143,7 @@ class AdoptedReads:
         b: float = 0.75,
         where: MemoryFilter | None = None,
         embeddings: bool = False,
+        candidate_rows: bool = True,
     ) -> PooledSearch:
         """Refused: an adopted collection has no lexical index (it is recalled dense)."""
         raise StoreError("an adopted collection has no lexical index: import it to search words")

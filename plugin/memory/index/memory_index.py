@@ -298,10 +298,12 @@ class MemoryIndex:
         b: float = DEFAULT_RECALL_SETTINGS.bm25_b,
         where: MemoryFilter | None = None,
         embeddings: bool = False,
+        candidate_rows: bool = True,
     ) -> PoolRows:
         """``lexical_search`` beside a query's dense candidates ``known``, and the index rows
-        of the hits and the candidates (counts, ranked fields, and with ``embeddings`` their
-        embeddings), in one snapshot: what recall reads of a hybrid query's pool."""
+        of the hits and (with ``candidate_rows``) the candidates (counts, ranked fields, and
+        with ``embeddings`` their embeddings), in one snapshot: what recall reads of a hybrid
+        query's pool."""
         user_id = check_user(user_id)
         self._check_search(query, limit)
         wanted = list(known)
@@ -309,7 +311,7 @@ class MemoryIndex:
         def work(tx: Tx, key: int) -> PoolRows:
             return search_pool(
                 tx, key, query, limit, self._postings, wanted, k1=k1, b=b, where=where,
-                embeddings=embeddings,
+                embeddings=embeddings, candidate_rows=candidate_rows,
             )  # fmt: skip
 
         return self._read(user_id, work)

@@ -7,7 +7,10 @@ constant):
    lexical index's ``lexical_candidates`` best BM25 matches of the plan's ``match_text``, their
    cosine from the embeddings the index holds (Chroma's ``get`` only for those it lacks;
    ``affect_memory.memory.recall.pool``). The lexical search and the index rows of the whole
-   pool are one read, in one snapshot (``pool_search``): a hit's row comes with its id;
+   pool are one read, in one snapshot (``pool_search``): a hit's row comes with its id. Under
+   the event rule, which ages no memory by its date, only the hits' rows come with the search;
+   a dense candidate's row is read when the ranking reaches it
+   (``affect_memory.memory.recall.members``);
 2. **relevance**, on an absolute scale: fused, ``w * share + (1 - w) * max(0, cosine)``
    (``affect_memory.memory.recall.fusion``), or for a current-state plan the cosine blended with the
    member's cosine with the query's closest member (``feedback``) and the share of the query
@@ -39,7 +42,7 @@ This is the one candidate path: ``ChromaMemory``'s recall, its ``candidates`` (t
 ``RankedQuery.candidates``) and its engine retrieval, the benchmarks through them, and an
 adopted collection's recall (``affect_memory.memory.admin.adopted_reads``) all rank here.
 
-The module is about 690 lines because the steps above share one query's pool, relevance and
+The module is about 720 lines because the steps above share one query's pool, relevance and
 scoring state through the pruned fetch's callback; the pieces that stand alone already live
 in the modules each step names.
 """
@@ -66,12 +69,12 @@ from affect_memory.memory.recall.explanation import CALENDAR_RULE, Explanation, 
 from affect_memory.memory.recall.feedback import closest_feedback
 from affect_memory.memory.recall.fusion import fuse
 from affect_memory.memory.recall.life_topics import TopicSpace
+from affect_memory.memory.recall.members import MemberFacts
 from affect_memory.memory.recall.plan import QueryPlan
 from affect_memory.memory.recall.pool import (
     MemoryIndexReads,
     PooledSearch,
     QueryPool,
-    Rehearsal,
     UserCollectionReads,
     chroma_vector,
     dense_pools,
@@ -86,6 +89,7 @@ from affect_memory.memory.recall.pruning import (
     score_ceilings,
 )
 from affect_memory.memory.recall.time_rule import (
+    ages_by_date,
     cue_scales,
     rule_ages,
     rule_anchor,
@@ -334,6 +338,7 @@ class HybridRecall:
             b=settings.bm25_b,
             where=where,
             embeddings=rule.kind == "state",
+            candidate_rows=ages_by_date(rule),
         )
         self._timed("lexical_search", start)
         return with_lexical(pool, read.hits, vector, self._read_embeddings(collection)), read
@@ -386,23 +391,18 @@ class HybridRecall:
             scoring = replace(scoring, settings=scoring.settings.model_copy(update=words_off))
         relevance = _relevance(pool, rule, scoring.settings)
         gains = rule is not None and rule.kind == "state"
-        # The index knows every member's age and recall count before Chroma is read: each
-        # member's best possible score decides the order rows are fetched in.
+        # What the index knows of the members before Chroma is read (their ages and recall
+        # counts, or bounds of them) gives each one's best possible score, which decides the
+        # order rows are fetched in.
         start = perf_counter()
-        rehearsal = None if read is None else read.rehearsal(pool.ids)
-        if rehearsal is None:
-            rehearsal = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=gains)
+        facts = self._facts(user_id, pool, rule, read, embeddings=gains)
         self._timed("index_read", start)
-        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)
-        epochs = np.asarray(rehearsal.epochs, dtype=np.float64)
-        indexed = rehearsal.ranked
-        known = np.zeros(len(pool), dtype=bool) if indexed is None else indexed.known
         upper = relevance
         if gains:  # feedback, the topic term and the change gain
             relevance = self._with_members(
-                collection, pool, vector, rehearsal, relevance, scoring.settings
+                collection, pool, vector, facts.embeddings, relevance, scoring.settings
             )
-            texts = indexed.texts if indexed is not None else [None] * len(pool)
+            known, texts = facts.known, facts.texts
             reports = np.array(
                 [bool(k) and change_word(t) is not None for k, t in zip(known, texts, strict=True)],
                 dtype=bool,
@@ -422,49 +422,54 @@ class HybridRecall:
             )
         if rule is not None:  # the state and former rules age from a relevant member's date
             newest_epoch = rule_anchor(
-                rule, epochs, relevance.similarity, newest_epoch, scoring.settings
+                rule, facts.epochs, relevance.similarity, newest_epoch, scoring.settings
             )
-        ages = _ages(rule, epochs, scoring.now, newest_epoch, scoring.settings)
+        ages = _ages(rule, facts.epochs, scoring.now, newest_epoch, scoring.settings)
         ceilings = score_ceilings(
             upper.distances,
             ages,
-            counts,
+            facts.ceiling_counts(),
             scoring.weights,
             mood_valence=scoring.mood_valence,
             congruence_on=scoring.congruence_on,
-            known=known,
-            significance=None if indexed is None else indexed.significance,
-            episodes=None if indexed is None else indexed.episodes,
-            valences=None if indexed is None else indexed.emotional_valence,
+            known=facts.known,
+            significance=facts.significance,
+            episodes=facts.episodes,
+            valences=facts.valences,
         )
-        known_at = known.tolist()
         order = np.lexsort((np.arange(len(pool)), -ceilings))
         raw: dict[str, tuple[Any, Any]] = {}
         position = {ident: index for index, ident in enumerate(pool.ids)}
 
         def rank_first(count: int) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
             chosen = order[:count].tolist()
+            unread = facts.unread(chosen)
+            if unread:  # rows a date-free bound left unread, now that the ranking reaches them
+                start = perf_counter()
+                ids = [pool.ids[index] for index in unread]
+                facts.fill(unread, self._index.rehearsal(user_id, ids, fields=True))
+                self._timed("index_read", start)
             wanted = [pool.ids[index] for index in chosen]
-            unread: list[str] = []
+            unfetched: list[str] = []
             for index, ident in zip(chosen, wanted, strict=True):
                 if ident in raw:
                     continue
-                if indexed is None or not known_at[index]:
-                    unread.append(ident)
+                if not facts.known[index]:
+                    unfetched.append(ident)
                 else:  # the index's copy of the row, checked as Chroma's would be
                     raw[ident] = (
-                        indexed.texts[index],
+                        facts.texts[index],
                         {
                             "user_id": user_id,
-                            "significance": float(indexed.significance[index]),
-                            "emotional_valence": float(indexed.emotional_valence[index]),
-                            "recall_count": int(counts[index]),
-                            "episode": bool(indexed.episodes[index]),
-                            "timestamp": indexed.timestamps[index],
-                            "timestamp_epoch": float(epochs[index]),
+                            "significance": float(facts.significance[index]),
+                            "emotional_valence": float(facts.valences[index]),
+                            "recall_count": int(facts.recall_counts[index]),
+                            "episode": bool(facts.episodes[index]),
+                            "timestamp": facts.timestamps[index],
+                            "timestamp_epoch": float(facts.epochs[index]),
                         },
                     )
-            self._read(collection, user_id, unread, raw)
+            self._read(collection, user_id, unfetched, raw)
             kept = [ident for ident in wanted if ident in raw]
             at = np.array([position[ident] for ident in kept], dtype=np.intp)
             texts = [raw[ident][0] for ident in kept]
@@ -488,7 +493,7 @@ class HybridRecall:
             )
             if len(rows) < len(kept):  # malformed rows were skipped: realign
                 at = np.array([position[ident] for ident in rows.ids], dtype=np.intp)
-            return self._rank_rows(rows, at, relevance, rehearsal, rule, newest_epoch, scoring)
+            return self._rank_rows(rows, at, relevance, facts, rule, newest_epoch, scoring)
 
         prefix = rank_exactly(
             ceilings[order],
@@ -499,12 +504,34 @@ class HybridRecall:
         rows, ranked, explanation = prefix.ranked
         return RankedQuery(rows, ranked, explanation, len(pool))
 
+    def _facts(
+        self,
+        user_id: str,
+        pool: QueryPool,
+        rule: QueryPlan | None,
+        read: PooledSearch | None,
+        *,
+        embeddings: bool,
+    ) -> MemberFacts:
+        """What the index holds of the pool's members: every member's row (with
+        ``embeddings``, their embeddings too) or, under a rule that ages no memory by its
+        date, only those the lexical search read with its hits (``members``)."""
+        if not ages_by_date(rule):
+            facts = MemberFacts.none_read(len(pool))
+            if read is not None:
+                facts.fill(*read.held(pool.ids))
+            return facts
+        whole = None if read is None else read.rehearsal(pool.ids)
+        if whole is None:
+            whole = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=embeddings)
+        return MemberFacts.of(whole)
+
     def _with_members(
         self,
         collection: Any,
         pool: QueryPool,
         vector: FloatArray,
-        rehearsal: Rehearsal,
+        held: Sequence[bytes | None] | None,
         relevance: _Relevance,
         settings: RecallSettings,
     ) -> _Relevance:
@@ -512,7 +539,6 @@ class HybridRecall:
         topic agreement with the query, from the embedding the index holds of it, or Chroma's
         where it holds none (neither for one Chroma lacks too)."""
         dimension = len(vector)
-        held = rehearsal.ranked.embeddings if rehearsal.ranked is not None else None
         members, present = index_vectors(held or [None] * len(pool), dimension)
         unread = [ident for ident, got in zip(pool.ids, present.tolist(), strict=True) if not got]
         if unread:
@@ -554,7 +580,7 @@ class HybridRecall:
         rows: StoredRows,
         at: npt.NDArray[np.intp],
         relevance: _Relevance,
-        rehearsal: Rehearsal,
+        facts: MemberFacts,
         rule: QueryPlan | None,
         newest_epoch: float | None,
         scoring: _Scoring,
@@ -587,7 +613,7 @@ class HybridRecall:
             )
         else:
             reasons = rule_reasons(rule, ages, relevance.cosine[at], scoring.settings)
-        counts = np.asarray(rehearsal.recall_counts, dtype=np.int64)[at]
+        counts = facts.recall_counts[at]
         rows = replace(rows, columns=replace(columns, recall_counts=counts, ages_days=ages))
         ranked = rank_columns(
             rows.columns,
@@ -606,7 +632,7 @@ class HybridRecall:
             ages=ages,
             calendar_ages=calendar,
             reasons=reasons,
-            last_recalled=np.asarray(rehearsal.last_recalled, dtype=np.float64)[at],
+            last_recalled=facts.last_recalled[at],
             dense=part(relevance.dense),
             bm25=part(relevance.bm25),
             lexical=part(relevance.lexical),

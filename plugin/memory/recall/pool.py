@@ -99,6 +99,10 @@ class PooledSearch(Protocol):
         from the rows read, or None when one of them was not read."""
         ...
 
+    def held(self, ids: Sequence[str]) -> tuple[list[int], Rehearsal]:
+        """The positions in ``ids`` of those whose rows were read, and their rehearsal."""
+        ...
+
 
 class Rehearsal(Protocol):
     """How often, and when last, each memory was recalled: the counts ranking reads."""
@@ -211,11 +215,12 @@ class MemoryIndexReads(Protocol):
         b: float = ...,
         where: MemoryFilter | None = ...,
         embeddings: bool = ...,
+        candidate_rows: bool = ...,
     ) -> PooledSearch:
         """The user's best ``limit`` BM25 matches (``k1``, ``b``) for ``query``, best first
         (with the index's embeddings of the hits the dense candidates ``known`` lack; with
         ``where``, among the memories meeting it only), and the rehearsal of the hits and
-        the candidates, in one snapshot."""
+        (with ``candidate_rows``) the candidates, in one snapshot."""
         ...
 
     def filtered_members(

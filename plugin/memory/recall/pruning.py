@@ -3,14 +3,15 @@ reach the top ``k``.
 
 Chroma's cost grows with the rows whose documents and metadata it returns, and a pool of about
 200 needs only a few more than ``k`` of them to decide its top ``k``. Before any row is read,
-each member's relevance (its distance), its age (from the index's epoch) and its recall count
-(the index's) are known, and so, for a member the index holds whole, are its significance,
-episode flag and valence. So each member's best possible score is the kernel's own score with
-what is unknown of those three at its best (``score_ceilings``): its exact score (plus a hair)
-where the index knows them all. The pool is fetched and ranked in descending order of that
-ceiling, in growing batches, until the ``k``-th score fetched beats the ceiling of the first
-member not yet fetched: no later member can then enter the top ``k``, and the answer equals
-ranking the whole pool.
+each member's relevance (its distance) is known, and so, from the index, are its age and
+recall count and, for a member the index holds whole, its significance, episode flag and
+valence (under the event rule, only for the lexical search's hits:
+``affect_memory.memory.recall.members``). So each member's best possible score is the kernel's
+own score with what is unknown at its best (``score_ceilings``: an unknown age as fresh; an
+unknown count comes as the largest): its exact score (plus a hair) where the index knows it
+all. The pool is fetched and ranked in descending order of that ceiling, in growing batches,
+until the ``k``-th score fetched beats the ceiling of the first member not yet fetched: no
+later member can then enter the top ``k``, and the answer equals ranking the whole pool.
 """
 
 from __future__ import annotations

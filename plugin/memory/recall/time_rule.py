@@ -47,6 +47,7 @@ from affect_memory.memory.recall.plan import QueryPlan
 from affect_memory.memory.settings import RecallSettings
 
 __all__ = [
+    "ages_by_date",
     "cue_scales",
     "rule_ages",
     "rule_anchor",
@@ -56,6 +57,12 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def ages_by_date(rule: QueryPlan | None) -> bool:
+    """Whether ``rule`` (None: the dense ranking's calendar) ages a memory by its date: every
+    rule but the event rule, which scores each dated memory at age 0."""
+    return rule is None or rule.kind != "event"
 
 
 def state_reference(now: datetime, newest_epoch: float | None) -> float:

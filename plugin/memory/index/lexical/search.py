@@ -16,7 +16,8 @@ Asked which ids the caller already has (``known``: the query's dense candidates)
 also reads, in its snapshot, the embeddings the index holds of the other hits (``absent``),
 so recall computes their cosine without reading Chroma. ``search_pool`` is what recall reads
 of a hybrid query's pool, in one snapshot: the search, whose hits' whole rows come with their
-ids, and the rows of the dense candidates the hits lack.
+ids, and the rows of the dense candidates the hits lack (unless recall reads those as its
+ranking reaches them, ``affect_memory.memory.recall.members``).
 
 With a filter (``where``, ``affect_memory.memory.filters``) only the memories whose tags meet
 it compete for the ``limit`` places, read in the same snapshot; BM25's statistics stay the
@@ -472,7 +473,8 @@ class PoolRows:
     """The index rows (``read_rows``, with the ranked fields) of every id asked for that the
     index holds."""
     asked: frozenset[str]
-    """The ids whose rows were asked for: the dense candidates and the hits."""
+    """The ids whose rows were asked for: the hits, and the dense candidates unless left to
+    be read later."""
     embeddings: bool
     """Whether every row carries its embedding."""
 
@@ -482,6 +484,13 @@ class PoolRows:
         if not self.asked.issuperset(ids):
             return None
         return rehearsal_of(ids, self.rows, fields=True, embeddings=self.embeddings)
+
+    def held(self, ids: Sequence[str]) -> tuple[list[int], Rehearsal]:
+        """The positions in ``ids`` of those whose rows were asked for, and their rehearsal."""
+        asked = self.asked
+        at = [index for index, ident in enumerate(ids) if ident in asked]
+        read = [ids[index] for index in at]
+        return at, rehearsal_of(read, self.rows, fields=True, embeddings=self.embeddings)
 
 
 def search_pool(
@@ -496,12 +505,16 @@ def search_pool(
     b: float,
     where: MemoryFilter | None = None,
     embeddings: bool = False,
+    candidate_rows: bool = True,
 ) -> PoolRows:
     """``search`` of ``query`` beside the dense candidates ``known``, and the index rows of
     both, in one snapshot: a hit's row comes with its id, and only the candidates the hits
-    lack are read by id (with their embeddings if ``embeddings``)."""
+    lack are read by id (with their embeddings if ``embeddings``); without
+    ``candidate_rows``, the hits' rows only."""
     rows: dict[str, IndexRow] = {}
     hits = search(tx, key, query, limit, cache, set(known), k1=k1, b=b, where=where, rows=rows)
+    if not candidate_rows:
+        return PoolRows(hits, rows, frozenset(hits.ids), embeddings)
     rest = [ident for ident in known if ident not in rows]
     rows.update(read_rows(tx, key, rest, fields=True, embeddings=embeddings))
     return PoolRows(hits, rows, frozenset([*known, *hits.ids]), embeddings)

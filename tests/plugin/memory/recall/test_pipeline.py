@@ -1,16 +1,25 @@
 """Recall's read path end to end: a current-state question prefers the memory that reports a
 change, the one about the same part of life and the one that resembles the question's closest
-memory, and says so in the hit's time rule."""
+memory, and says so in the hit's time rule; an event question reads only the index rows its
+ranking reaches."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from affect_memory.kernel.retrieval import RetrievalWeights
+from affect_memory.memory.index.memory_index import MemoryIndex
 from affect_memory.memory.recall.life_topics import TopicSpace
+from affect_memory.memory.recall.pipeline import HybridRecall
+from affect_memory.memory.recall.plan import default_analyser
+from affect_memory.memory.recall.pool import PooledSearch, Rehearsal
 from affect_memory.memory.results import RecallHit
 from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 from affect_memory.memory.store import ChromaMemory
@@ -167,3 +176,77 @@ def test_a_question_no_word_of_which_is_stored_is_ranked_by_its_cosine_alone(
         assert hit.similarity == pytest.approx(max(0.0, hit.relevance.cosine))
         assert hit.relevance.weights == {"lexical": 0.0, "dense": 1.0}
         assert (hit.relevance.bm25, hit.relevance.lexical) == (None, None)
+
+
+class _Reads:
+    """The memory's index, counting the rows ranking reads by id; with ``every_row``, each
+    dense candidate's row is read with the lexical search, as every rule but the event rule
+    reads them."""
+
+    def __init__(self, index: MemoryIndex, *, every_row: bool) -> None:
+        self._index = index
+        self._every_row = every_row
+        self.rows_read = 0
+
+    def pool_search(self, *args: Any, **kwargs: Any) -> PooledSearch:
+        if self._every_row:
+            kwargs["candidate_rows"] = True
+        return self._index.pool_search(*args, **kwargs)
+
+    def rehearsal(self, user_id: str, ids: Sequence[str], **kwargs: Any) -> Rehearsal:
+        self.rows_read += len(ids)
+        return self._index.rehearsal(user_id, ids, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._index, name)
+
+
+EVENT_QUESTIONS = (
+    "What did I do last weekend?",
+    "Where did the user go on holiday?",
+    "ngozi cooked dinner",
+    "Which film did I watch with my cousin?",
+    "What did I eat?",
+    "Who did the user meet?",
+    "What happened at work?",
+    "bought a bike",
+    "What did Haruto say about his sister?",
+    "Where did I travel?",
+)
+
+
+def test_an_event_question_reads_only_the_rows_its_ranking_reaches(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """The event rule ages no memory by its date, so a dense candidate's row is read only when
+    the ranking reaches it: the same hits, scores and explanations as reading every row
+    first, from fewer rows than the pool holds."""
+    lines = (CORPORA / "v" / "memories.jsonl").read_text().splitlines()
+    # often recalled memories, and a recall count that weighs: a bound that ignored an unread
+    # member's count would leave some of them out
+    counted = DEFAULT_RECALL_SETTINGS.model_copy(
+        update={"weights": RetrievalWeights(recall_weight=0.3, recall_cap=1.5)}
+    )
+    records = [
+        {**json.loads(line), "user_id": "ann", **({"recall_count": 400} if i % 5 == 0 else {})}
+        for i, line in enumerate(lines)
+    ]
+    now = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(records)
+        for question in EVENT_QUESTIONS:
+            plan = default_analyser().plan(question, "ann", now)
+            assert plan.kind == "event", question
+            vectors = memory.query_vectors([question], "ann", now=now)
+            found = {}
+            for every_row in (False, True):
+                reads = _Reads(memory.index, every_row=every_row)
+                (ranked,) = HybridRecall(memory._collections, reads).rank(
+                    "ann", [question], vectors, plans=[plan], now=now, moods=[0.0], top_k=5,
+                    settings=counted,
+                )  # fmt: skip
+                found[every_row] = ([hit.to_json() for hit in ranked.hits()], reads.rows_read)
+            (lazy, lazily_read), (eager, eagerly_read) = found[False], found[True]
+            assert lazy == eager and len(lazy) == 5, question
+            assert eagerly_read == 0  # every row came with the search
+            assert lazily_read < len(records) - DEFAULT_RECALL_SETTINGS.lexical_candidates

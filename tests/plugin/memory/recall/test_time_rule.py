@@ -7,6 +7,7 @@ import pytest
 
 from affect_memory.memory.recall.plan import QueryPlan, default_analyser
 from affect_memory.memory.recall.time_rule import (
+    ages_by_date,
     rule_ages,
     rule_anchor,
     rule_reasons,
@@ -46,6 +47,28 @@ def test_an_event_query_is_time_neutral() -> None:
     assert set(rule_reasons(rule, ages, np.zeros(2), SETTINGS)) == {
         "time-neutral (age 0): past tense ('did')"
     }
+
+
+@pytest.mark.parametrize(
+    ("query", "kind", "dated"),
+    [
+        ("When did Jon lose his job?", "event", False),
+        ("What did I do in May 2026?", "period", True),
+        ("Where does the user work now?", "state", True),
+        ("Where did I live before Berlin?", "former", True),
+    ],
+)
+def test_only_the_event_rule_ages_memories_without_their_dates(
+    query: str, kind: str, dated: bool
+) -> None:
+    """What lets ranking bound an event query's members before reading their rows."""
+    rule = classify_query(query, NOW)
+    assert rule.kind == kind
+    assert ages_by_date(rule) is dated
+    epochs = np.array([0.0, 1e9, NOW.timestamp() - 30 * DAY])
+    ages = rule_ages(rule, epochs, NOW, 5e8, SETTINGS)  # an anchor between the first two
+    assert (len(set(ages.tolist())) > 1) is dated
+    assert ages_by_date(None)  # the dense ranking's calendar
 
 
 def test_a_state_query_ages_from_its_anchor_not_the_clock_at_the_settings_scale() -> None:

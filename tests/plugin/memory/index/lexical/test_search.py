@@ -165,3 +165,33 @@ def test_a_pool_search_reads_in_one_snapshot_what_a_search_and_a_rehearsal_read(
         if embeddings:
             assert got.ranked.embeddings is not None and got.ranked.embeddings[2] is None  # m03
         assert pooled.rehearsal([*members, "never asked"]) is None
+
+
+def test_a_pool_search_without_the_candidates_rows_reads_only_the_hits_rows(
+    backend: Backend,
+) -> None:
+    """What an event query reads with its search: the hits' rows, placed among the pool's
+    members as a read of those ids would read them; the other candidates' are left to later."""
+    rng = random.Random(5)
+    backend.write(lambda tx: ensure_user(tx, KEY, "memories.ann.x", "c1", "ann"))
+    backend.write(lambda tx: put_docs(tx, KEY, [_ranked_doc(f"m{i:02d}", rng) for i in range(40)]))
+    known = ["m01", "m02", "m03", "m05", "gone"]
+    for query in ("bees garden", "river cat school", "nothing matches"):
+        pooled = backend.read(
+            lambda tx, q=query: search_pool(
+                tx, KEY, q, 12, PostingsCache(), known, k1=1.2, b=0.75, candidate_rows=False
+            )
+        )
+        hits = list(pooled.hits.ids)
+        assert set(pooled.rows) == set(hits) and pooled.asked == frozenset(hits)
+        members = [*known, *(ident for ident in hits if ident not in known)]
+        at, got = pooled.held(members)
+        assert [members[index] for index in at] == [m for m in members if m in hits]
+        want = backend.read(
+            lambda tx, h=[members[index] for index in at]: read_rehearsal(tx, KEY, h, fields=True)
+        )
+        assert got.recall_counts.tolist() == want.recall_counts.tolist()
+        np.testing.assert_array_equal(got.epochs, want.epochs)
+        assert got.ranked is not None and want.ranked is not None
+        assert got.ranked.texts == want.ranked.texts
+        assert pooled.rehearsal(members) is None  # "gone" and the candidates were not read
