@@ -87,6 +87,7 @@ from affect_memory.memory.recall.pruning import (
     first_fetch,
     rank_exactly,
     score_ceilings,
+    settles,
 )
 from affect_memory.memory.recall.time_rule import (
     ages_by_date,
@@ -424,31 +425,31 @@ class HybridRecall:
             newest_epoch = rule_anchor(
                 rule, facts.epochs, relevance.similarity, newest_epoch, scoring.settings
             )
-        ages = _ages(rule, facts.epochs, scoring.now, newest_epoch, scoring.settings)
-        ceilings = score_ceilings(
-            upper.distances,
-            ages,
-            facts.ceiling_counts(),
-            scoring.weights,
-            mood_valence=scoring.mood_valence,
-            congruence_on=scoring.congruence_on,
-            known=facts.known,
-            significance=facts.significance,
-            episodes=facts.episodes,
-            valences=facts.valences,
-        )
+
+        def bounds() -> FloatArray:
+            ages = _ages(rule, facts.epochs, scoring.now, newest_epoch, scoring.settings)
+            return score_ceilings(
+                upper.distances,
+                ages,
+                facts.ceiling_counts(),
+                scoring.weights,
+                mood_valence=scoring.mood_valence,
+                congruence_on=scoring.congruence_on,
+                known=facts.known,
+                significance=facts.significance,
+                episodes=facts.episodes,
+                valences=facts.valences,
+            )
+
+        ceilings = bounds()
         order = np.lexsort((np.arange(len(pool)), -ceilings))
         raw: dict[str, tuple[Any, Any]] = {}
         position = {ident: index for index, ident in enumerate(pool.ids)}
 
         def rank_first(count: int) -> RankedPrefix[tuple[StoredRows, RankedColumns, Explanation]]:
             chosen = order[:count].tolist()
-            unread = facts.unread(chosen)
-            if unread:  # rows a date-free bound left unread, now that the ranking reaches them
-                start = perf_counter()
-                ids = [pool.ids[index] for index in unread]
-                facts.fill(unread, self._index.rehearsal(user_id, ids, fields=True))
-                self._timed("index_read", start)
+            # rows a bound without dates left unread, now that the ranking reaches them
+            self._fill(user_id, pool, facts, facts.unread(chosen))
             wanted = [pool.ids[index] for index in chosen]
             unfetched: list[str] = []
             for index, ident in zip(chosen, wanted, strict=True):
@@ -495,12 +496,20 @@ class HybridRecall:
                 at = np.array([position[ident] for ident in rows.ids], dtype=np.intp)
             return self._rank_rows(rows, at, relevance, facts, rule, newest_epoch, scoring)
 
-        prefix = rank_exactly(
-            ceilings[order],
-            rank_first,
-            limit=scoring.top_k,
-            first=first_fetch(scoring.top_k),
-        )
+        first = first_fetch(scoring.top_k)
+        if not facts.read.all():
+            # Bounds without dates: the rows the first batch reaches are read. Unless that
+            # settles the top, every row is read and the pool bounded again, exactly, so the
+            # rest is ranked as if read whole (never more rounds than that).
+            prefix = rank_first(first)
+            left = float(ceilings[order[first]]) if first < len(pool) else None
+            if settles(prefix, left, scoring.top_k):
+                rows, ranked, explanation = prefix.ranked
+                return RankedQuery(rows, ranked, explanation, len(pool))
+            self._fill(user_id, pool, facts, facts.unread(range(len(pool))))
+            ceilings = bounds()
+            order = np.lexsort((np.arange(len(pool)), -ceilings))
+        prefix = rank_exactly(ceilings[order], rank_first, limit=scoring.top_k, first=first)
         rows, ranked, explanation = prefix.ranked
         return RankedQuery(rows, ranked, explanation, len(pool))
 
@@ -525,6 +534,15 @@ class HybridRecall:
         if whole is None:
             whole = self._index.rehearsal(user_id, pool.ids, fields=True, embeddings=embeddings)
         return MemberFacts.of(whole)
+
+    def _fill(self, user_id: str, pool: QueryPool, facts: MemberFacts, at: list[int]) -> None:
+        """Read the index rows of the pool's members at positions ``at`` into ``facts``."""
+        if not at:
+            return
+        start = perf_counter()
+        ids = [pool.ids[index] for index in at]
+        facts.fill(at, self._index.rehearsal(user_id, ids, fields=True))
+        self._timed("index_read", start)
 
     def _with_members(
         self,

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from affect_memory.kernel.batch import score_batch
 from affect_memory.kernel.retrieval import RetrievalWeights
 
-__all__ = ["RankedPrefix", "first_fetch", "rank_exactly", "score_ceilings"]
+__all__ = ["RankedPrefix", "first_fetch", "rank_exactly", "score_ceilings", "settles"]
 
 _SLACK = 1e-9
 """Added to every ceiling: float rounding may put a fetched score a hair above its ceiling."""
@@ -94,6 +94,12 @@ def score_ceilings(
     return ceilings
 
 
+def settles(prefix: RankedPrefix[Ranked], next_ceiling: float | None, limit: int) -> bool:
+    """Whether ``prefix`` is the pool's top ``limit``: no member is left out (``next_ceiling``
+    None), or its ``limit``-th score beats the best the first member left out can reach."""
+    return next_ceiling is None or (prefix.chosen >= limit and prefix.kth_score > next_ceiling)
+
+
 def rank_exactly(
     ceilings: npt.NDArray[np.float64],
     rank_first: Callable[[int], RankedPrefix[Ranked]],
@@ -111,8 +117,6 @@ def rank_exactly(
     want = min(total, max(first, limit))
     while True:
         prefix = rank_first(want)
-        if want >= total:
-            return prefix
-        if prefix.chosen >= limit and prefix.kth_score > float(ceilings[want]):
+        if settles(prefix, float(ceilings[want]) if want < total else None, limit):
             return prefix
         want = min(total, 2 * want)

@@ -215,23 +215,29 @@ EVENT_QUESTIONS = (
 )
 
 
+@pytest.mark.parametrize("weighed", [False, True])
 def test_an_event_question_reads_only_the_rows_its_ranking_reaches(
-    tmp_path: Path, embedder: Embedder
+    weighed: bool, tmp_path: Path, embedder: Embedder
 ) -> None:
     """The event rule ages no memory by its date, so a dense candidate's row is read only when
     the ranking reaches it: the same hits, scores and explanations as reading every row
-    first, from fewer rows than the pool holds."""
+    first. Some questions are settled by the rows of the first batch; the others read every
+    row and bound the pool again, with the default weights and with a recall count that
+    weighs (which a bound ignoring an unread member's count would get wrong)."""
     lines = (CORPORA / "v" / "memories.jsonl").read_text().splitlines()
-    # often recalled memories, and a recall count that weighs: a bound that ignored an unread
-    # member's count would leave some of them out
-    counted = DEFAULT_RECALL_SETTINGS.model_copy(
-        update={"weights": RetrievalWeights(recall_weight=0.3, recall_cap=1.5)}
-    )
+    # often recalled memories: a bound that ignored an unread member's count would leave some
+    # of them out once counts weigh
     records = [
         {**json.loads(line), "user_id": "ann", **({"recall_count": 400} if i % 5 == 0 else {})}
         for i, line in enumerate(lines)
     ]
+    settings = DEFAULT_RECALL_SETTINGS
+    if weighed:
+        weights = RetrievalWeights(recall_weight=0.3, recall_cap=1.5)
+        settings = settings.model_copy(update={"weights": weights})
+    candidates = len(records) - settings.lexical_candidates  # the rows a search cannot bring
     now = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    read: list[int] = []
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add(records)
         for question in EVENT_QUESTIONS:
@@ -243,10 +249,12 @@ def test_an_event_question_reads_only_the_rows_its_ranking_reaches(
                 reads = _Reads(memory.index, every_row=every_row)
                 (ranked,) = HybridRecall(memory._collections, reads).rank(
                     "ann", [question], vectors, plans=[plan], now=now, moods=[0.0], top_k=5,
-                    settings=counted,
+                    settings=settings,
                 )  # fmt: skip
                 found[every_row] = ([hit.to_json() for hit in ranked.hits()], reads.rows_read)
             (lazy, lazily_read), (eager, eagerly_read) = found[False], found[True]
             assert lazy == eager and len(lazy) == 5, question
             assert eagerly_read == 0  # every row came with the search
-            assert lazily_read < len(records) - DEFAULT_RECALL_SETTINGS.lexical_candidates
+            read.append(lazily_read)
+    settled = [count < candidates for count in read]
+    assert any(settled) and not all(settled), read  # both ways were taken
