@@ -5,8 +5,9 @@ member's best possible score bounds it, and only members that can still reach th
 are read. Most rules age a memory by its date, so every member's row (date, recall count,
 ranked fields) is read before the bounds are drawn. The event rule scores every dated memory
 at age 0, so a member's bound needs no date: its count is taken at the most a count can add
-and its unknown fields at their best, and its row is read only if the ranking reaches it.
-The rows a lexical search read with its hits are known from the start either way.
+and its unknown fields at their best, and its row is read once the ranking reaches it (or
+with every other row, when the first batch does not settle the top). The rows a lexical
+search read with its hits are known from the start either way.
 """
 
 from __future__ import annotations
