@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import chromadb
+import numpy as np
 import pytest
 from chromadb.config import Settings
 
@@ -25,9 +26,12 @@ from affect_memory.errors import (
 from affect_memory.memory.chroma.location import open_client, parse_location
 from affect_memory.memory.chroma.locks import LOCK_FILE
 from affect_memory.memory.chroma.writes import PROGRESS_MIN
+from affect_memory.memory.recall.plan import default_analyser, form_weights
 from affect_memory.memory.store import ChromaMemory
+from affect_memory.memory.timestamps import normalize_timestamp
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
+from tests.plugin.memory.hashing_embedder import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -330,3 +334,31 @@ def test_bad_collection_prefixes_are_refused_before_anything_opens(
     with pytest.raises(StoreError, match="collection name"):
         ChromaMemory(tmp_path / "x", collection=prefix)  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_query_vector_averages_its_plans_texts_as_the_users_memories_name_them(
+    tmp_path: Path,
+) -> None:
+    """Two of ann's three memories call her "the user", one says "I": a question about the
+    user is embedded as the unit mean of its first- and third-person forms weighted 1/3 and
+    2/3 (and by her name, which none says, 0), as numpy's weighted average gives it."""
+    now = "2026-06-01T12:00:00Z"
+    question = "Where does the user live now?"
+    texts = ["The user lives in Porto.", "The user moved flats in May.", "I like the sea."]
+    embedder = HashingEmbedder()
+    with ChromaMemory(
+        tmp_path / "chroma", embedder=embedder, index=tmp_path / "index.sqlite3"
+    ) as memory:
+        memory.add([record(f"m{i}", text) for i, text in enumerate(texts)])
+        analyser = default_analyser()
+        plan = analyser.plan(question, "ann", normalize_timestamp(now, field="now").moment)
+        terms = analyser.form_terms("ann")
+        flat = [term for group in terms.values() for term in group]
+        memories, counts = memory.index.document_frequencies("ann", flat)
+        holding = dict(zip(flat, counts, strict=True))
+        weights = form_weights(plan.embed_forms, terms, memories, holding)
+        assert sorted(weights) == pytest.approx([0, 1 / 3, 2 / 3])
+        forms = embedder.embed_documents(list(plan.embed_texts)).astype(np.float64)
+        mean = np.average(forms, axis=0, weights=weights)
+        got = memory.query_vectors([question], "ann", now=now)
+        np.testing.assert_allclose(got, [mean / np.linalg.norm(mean)], rtol=0, atol=1e-12)
