@@ -16,6 +16,7 @@ from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.models import MAX_TEXT_CHARS, FrozenModel
 from affect_memory.memory.problems import explain_error, problems_message
 from affect_memory.memory.records import check_identifier, check_text
+from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, MAX_POOL
 
 if TYPE_CHECKING:  # the plan's module reads the index, which reads these results
     from affect_memory.memory.recall.plan import PlanKind, QueryPlan
@@ -43,10 +44,10 @@ __all__ = [
     "recall_query_problems",
 ]
 
-DEFAULT_CANDIDATES = 128
+DEFAULT_CANDIDATES = DEFAULT_RECALL_SETTINGS.dense_candidates
 """Chroma's nearest memories a recall adds to each query's pool (``RecallSettings``)."""
 
-MAX_CANDIDATES = 1024
+MAX_CANDIDATES = MAX_POOL
 """Most of Chroma's nearest memories one query's pool takes."""
 
 MAX_TOP_K = 64
