@@ -58,6 +58,7 @@ _YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d\d)\b", re.IGNO
 _AGO = re.compile(
     r"\b(\d+|a|an|one|two|three|four|five|six)\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE
 )
+_DIGIT = re.compile(r"\d")
 _RELATIVE = re.compile(
     r"\b(yesterday|today|last\s+(?:week|month|year)|this\s+(?:week|month|year))\b", re.IGNORECASE
 )
@@ -87,6 +88,8 @@ def _dated_day(text: str) -> tuple[float, float] | None:
 
 
 def _dated_span(text: str) -> tuple[float, float] | None:
+    if _DIGIT.search(text) is None:  # every dated span has a year (most questions have none)
+        return None
     day = _dated_day(text)
     if day is not None:
         return day
