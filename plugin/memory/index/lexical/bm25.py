@@ -94,7 +94,10 @@ def score_terms(
             [term.weights(idfs[at], avg_length, k1, b) for at, term in enumerate(present)]
         )
         dense = np.bincount(every, weights=weights, minlength=highest + 1).astype(np.float64)
-        doc_keys = np.flatnonzero(np.bincount(every, minlength=highest + 1))
+        if (weights > 0).all():  # then a document holds a term exactly when its sum is positive
+            doc_keys = np.flatnonzero(dense)
+        else:
+            doc_keys = np.flatnonzero(np.bincount(every, minlength=highest + 1))
         return doc_keys.astype(np.int64), dense[doc_keys]
     doc_keys, slot = np.unique(np.concatenate(keys), return_inverse=True)
     scores = np.zeros(len(doc_keys), dtype=np.float64)
