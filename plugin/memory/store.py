@@ -290,10 +290,16 @@ class ChromaMemory:
     def _embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         return check_embeddings(self._embedder.embed_documents(list(queries)), len(queries))
 
-    def _embed_plans(self, user_id: str, plans: Sequence[QueryPlan]) -> np.ndarray:
-        """Each plan's query vector: the unit mean of its ``embed_texts`` weighted by how
-        ``user_id``'s memories write their owner (``form_weights``; one embedding batch for
-        every distinct text of every plan)."""
+    def _weighed_forms(
+        self, user_id: str, plans: Sequence[QueryPlan]
+    ) -> list[list[tuple[str, float]]]:
+        """Each plan's ``embed_texts`` that weigh, with their weights: how ``user_id``'s
+        memories write their owner (``form_weights``).
+
+        A way of writing the owner that none of the memories uses weighs 0 and is left out:
+        its row would add exactly nothing to the mean, so a user whose memories all say "I"
+        (or all "the user") pays for one embedding, not three.
+        """
         weights_of: dict[tuple[str, ...], list[float]] = {}
         forms = {plan.embed_forms for plan in plans}
         if forms - {("query",)}:
@@ -302,14 +308,31 @@ class ChromaMemory:
             memories, counts = self.index.document_frequencies(user_id, flat)
             holding = dict(zip(flat, counts, strict=True))
             weights_of = {form: form_weights(form, terms, memories, holding) for form in forms}
-        texts = list(dict.fromkeys(text for plan in plans for text in plan.embed_texts))
+        return [
+            [
+                (text, weight)
+                for text, weight in zip(
+                    plan.embed_texts,
+                    weights_of.get(plan.embed_forms, [1.0] * len(plan.embed_texts)),
+                    strict=True,
+                )
+                if weight > 0
+            ]
+            for plan in plans
+        ]
+
+    def _embed_plans(self, user_id: str, plans: Sequence[QueryPlan]) -> np.ndarray:
+        """Each plan's query vector: the unit mean of its texts that weigh, weighted
+        (``_weighed_forms``; one embedding batch for every distinct text of every plan)."""
+        weighing = self._weighed_forms(user_id, plans)
+        texts = list(dict.fromkeys(text for parts in weighing for text, _ in parts))
         vectors = self._embed_queries(texts).astype(np.float64)
         row = {text: at for at, text in enumerate(texts)}
         means = np.empty((len(plans), vectors.shape[1]))
-        for at, plan in enumerate(plans):
+        for at, parts in enumerate(weighing):
             # numpy's weighted average, as ``np.average`` computes it (the same bits)
-            weights = np.array(weights_of.get(plan.embed_forms, [1.0] * len(plan.embed_texts)))
-            part = vectors[[row[text] for text in plan.embed_texts]]
+            weights = np.array([weight for _, weight in parts])
+            part = vectors[[row[text] for text, _ in parts]]
             means[at] = (part * weights[:, None]).sum(axis=0) / weights.sum()
         norms = np.linalg.norm(means, axis=1, keepdims=True)
         unit: np.ndarray = means / np.where(norms > 0, norms, 1.0)
@@ -324,6 +347,15 @@ class ChromaMemory:
                     f"the analyser returned {type(plan).__name__}, not a QueryPlan"
                 )
         return planned
+
+    def query_forms(
+        self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None
+    ) -> list[list[tuple[str, float]]]:
+        """The texts each query's vector is the weighted mean of, with their weights: the
+        query's owner written each way ``user_id``'s memories write it (``query_vectors``)."""
+        user_id = check_user(user_id)
+        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        return self._weighed_forms(user_id, self._plans(queries, user_id, moment))
 
     def query_vectors(
         self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None

@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import chromadb
@@ -362,3 +362,57 @@ def test_a_query_vector_averages_its_plans_texts_as_the_users_memories_name_them
         mean = np.average(forms, axis=0, weights=weights)
         got = memory.query_vectors([question], "ann", now=now)
         np.testing.assert_allclose(got, [mean / np.linalg.norm(mean)], rtol=0, atol=1e-12)
+
+
+class _RecordingEmbedder(HashingEmbedder):
+    """``HashingEmbedder``, keeping every batch of texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Record ``texts``, then embed them."""
+        self.batches.append(list(texts))
+        return super().embed_documents(texts)
+
+
+@pytest.mark.parametrize(
+    ("texts", "forms"),
+    [
+        (["I live in Porto.", "I moved flats in May."], ["first"]),
+        (["The user lives in Porto.", "The user moved flats in May."], ["third"]),
+        (["I live in Porto.", "The user moved flats in May."], ["first", "third"]),
+    ],
+    ids=["first-person", "third-person", "both"],
+)
+def test_a_way_of_naming_the_owner_no_memory_uses_is_not_embedded(
+    tmp_path: Path, texts: list[str], forms: list[str]
+) -> None:
+    """ann's name is in none of her memories, so a question about her never embeds its
+    by-name form; a form her memories do not use weighs 0 and is not embedded either (the
+    vector is the weighted mean of the forms that weigh, as the test above checks)."""
+    now = "2026-06-01T12:00:00Z"
+    question = "Where does the user live now?"
+    plan = default_analyser().plan(question, "ann", normalize_timestamp(now, field="now").moment)
+    written = dict(zip(plan.embed_forms, plan.embed_texts, strict=True))
+    assert sorted(written) == ["first", "name", "third"]
+    embedder = _RecordingEmbedder()
+    with ChromaMemory(
+        tmp_path / "chroma", embedder=embedder, index=tmp_path / "index.sqlite3"
+    ) as memory:
+        memory.add([record(f"m{i}", text) for i, text in enumerate(texts)])
+        embedder.batches.clear()
+        memory.query_vectors([question], "ann", now=now)
+        assert embedder.batches == [[written[form] for form in forms]]
+        weighed = memory.query_forms([question], "ann", now=now)[0]
+        assert [text for text, _ in weighed] == [written[form] for form in forms]
+        assert sum(weight for _, weight in weighed) == pytest.approx(1.0)
+        embedder.batches.clear()
+        found = memory.recall(question, "ann", now=now, top_k=2)
+        # the first current-state question also embeds the life topics, once per store
+        asked = [
+            batch
+            for batch in embedder.batches
+            if written["first"] in batch or written["third"] in batch
+        ]
+        assert asked == [[written[form] for form in forms]] and len(found.results) == 2
