@@ -136,3 +136,45 @@ def test_the_old_layout_lives_in_a_store_of_its_own(tmp_path: Path) -> None:
     assert len(users) == 10 and sum(users.values()) == 1000
     assert all(name.startswith(f"{own.name}.user-") for name in users)
     assert collections(own.with_name(f"{own.name}-shared")) == {f"{own.name}-shared": 1000}
+
+
+@pytest.fixture(scope="module")
+def hybrid() -> dict[str, Any]:
+    """One quick JSON run with the hybrid side-by-side over 300 real-embedding memories."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["bench", "recall", "--quick", "--hybrid", "300", "--json"]) == 0
+    parsed: dict[str, Any] = json.loads(out.getvalue())
+    return parsed
+
+
+def test_the_hybrid_side_by_side_times_both_recalls_query_by_query(
+    hybrid: dict[str, Any],
+) -> None:
+    row = hybrid["hybrid"]
+    assert row["n"] == 300 and row["queries"] > 0
+    assert sum(row["time_rules"].values()) == row["queries"]
+    for summary in (row["dense_ms"], row["hybrid_ms"], *row["hybrid_stages_ms"].values()):
+        _positive_summary(summary)
+    assert row["ratio_median"] == pytest.approx(
+        row["hybrid_ms"]["median"] / row["dense_ms"]["median"], abs=0.006
+    )
+
+
+def test_the_hybrid_embeds_only_the_owner_forms_the_memories_use(
+    hybrid: dict[str, Any],
+) -> None:
+    """The bench's memories say "I" and "my", never "the user", and every query mentions its
+    owner: a plan has two forms (first and third person; the bench user has no name), of
+    which only the first is embedded."""
+    embedding = hybrid["hybrid"]["embedding"]
+    assert embedding["texts_per_query"] == {
+        "as_written": 1,
+        "every_form": 2,
+        "forms_that_weigh": 1,
+    }
+    assert embedding["queries"] > 0
+    for summary in embedding["ms"].values():
+        _positive_summary(summary)
+    text = format_report(hybrid)
+    assert "every owner form (hybrid before)" in text and "target <= 1.5x" in text
