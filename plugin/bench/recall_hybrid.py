@@ -151,7 +151,7 @@ def _embedding_side_by_side(
     times: dict[str, list[int]] = {"as_written": [], "every_form": [], "forms_that_weigh": []}
     counts: dict[str, list[int]] = {name: [] for name in times}
     for index, (text, plan) in enumerate(probes):
-        weighing = [form for form, _ in memory.query_forms([text], _USER, now=BENCH_NOW)[0]]
+        weighing = [written for written, _ in memory.query_forms([text], _USER, now=BENCH_NOW)[0]]
         batches = {
             "as_written": [text],
             "every_form": list(plan.embed_texts),

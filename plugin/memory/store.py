@@ -351,8 +351,8 @@ class ChromaMemory:
     def query_forms(
         self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None
     ) -> list[list[tuple[str, float]]]:
-        """The texts each query's vector is the weighted mean of, with their weights: the
-        query's owner written each way ``user_id``'s memories write it (``query_vectors``)."""
+        """The texts each query's vector is the weighted mean of, with their relative weights:
+        the query's owner written each way ``user_id``'s memories write it (``query_vectors``)."""
         user_id = check_user(user_id)
         moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
         return self._weighed_forms(user_id, self._plans(queries, user_id, moment))
