@@ -124,9 +124,9 @@ UNSEEN_MEASURED = {
 def test_an_unseen_set_keeps_its_first_scores_and_beats_the_dense_ranking_in_every_phrasing(
     memories: str, tmp_path: Path, embedder: Embedder
 ) -> None:
-    """Harder than the sets above (the dense ranking scores 0.15-0.30 on it, against
-    0.56-0.78 there): every phrasing keeps its first score and stays far above the dense
-    ranking's."""
+    """Harder than the rephrased sets above (the dense ranking scores 0.15-0.30 on it,
+    against 0.64-0.78 on theirs): every phrasing keeps its first score and stays far above
+    the dense ranking's."""
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add(_lines(CORPORA / UNSEEN / f"{memories}.jsonl"))
         for phrasing in UNSEEN_PHRASINGS:
