@@ -97,7 +97,7 @@ from affect_memory.memory.results import (
 )
 from affect_memory.memory.retriever import UserRetriever
 from affect_memory.memory.settings import RecallSettings, resolve_settings
-from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.timestamps import normalize_timestamp, now_moment
 from affect_memory.memory.turns import writes as turn_writes
 from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
@@ -348,23 +348,26 @@ class ChromaMemory:
                 )
         return planned
 
+    def _checked_plans(
+        self, queries: Sequence[str], user_id: str, now: object
+    ) -> tuple[str, list[QueryPlan]]:
+        """``user_id`` checked, and each query's plan at ``now`` (None: the clock's)."""
+        user_id = check_user(user_id)
+        return user_id, self._plans(queries, user_id, now_moment(now))
+
     def query_forms(
         self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None
     ) -> list[list[tuple[str, float]]]:
         """The texts each query's vector is the weighted mean of, with their relative weights:
         the query's owner written each way ``user_id``'s memories write it (``query_vectors``)."""
-        user_id = check_user(user_id)
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
-        return self._weighed_forms(user_id, self._plans(queries, user_id, moment))
+        return self._weighed_forms(*self._checked_plans(queries, user_id, now))
 
     def query_vectors(
         self, queries: Sequence[str], user_id: str, *, now: str | datetime | float | None = None
     ) -> np.ndarray:
         """The unit vectors ``recall`` searches ``user_id``'s memories with for ``queries``
         (one row each): each query's plan embedded as those memories write their owner."""
-        user_id = check_user(user_id)
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
-        return self._embed_plans(user_id, self._plans(queries, user_id, moment))
+        return self._embed_plans(*self._checked_plans(queries, user_id, now))
 
     def _topics(self) -> TopicSpace:
         """The life domains as this store's embedder places them, embedded on first use."""
@@ -447,7 +450,7 @@ class ChromaMemory:
         )
         if problems:
             raise InvalidInputError(problems_message(problems))
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        moment = now_moment(now)
         ranked = self._ranked(
             checked[0].user_id,
             [checked[0].query],
@@ -612,7 +615,7 @@ class ChromaMemory:
         )
         if problems:
             raise InvalidInputError(problems_message(problems))
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        moment = now_moment(now)
         top_k = check_top_k(top_k)
         resolved = resolve_settings(settings, candidates=candidates, weights=weights)
         if not isinstance(congruence_on, bool):

@@ -30,6 +30,7 @@ __all__ = [
     "NormalizedTimestamp",
     "TimestampInput",
     "normalize_timestamp",
+    "now_moment",
     "parse_datetime",
 ]
 
@@ -131,6 +132,12 @@ def normalize_timestamp(
         f"got {shown(value)}"
     )
 
+
+
+def now_moment(now: object) -> datetime:
+    """The instant a ``now`` argument names (any ``TimestampInput``), or the clock's for None;
+    a bad value is refused naming the field ``now``."""
+    return datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
 
 def parse_datetime(
     value: object, *, field: str = "timestamp", record: str | None = None

@@ -58,7 +58,7 @@ from affect_memory.memory.recall.pipeline import HybridRecall, RankedQuery
 from affect_memory.memory.records import MemoryRecord
 from affect_memory.memory.results import RecallResult, check_query, check_top_k, check_user
 from affect_memory.memory.settings import DENSE_RECALL, resolve_settings
-from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.timestamps import normalize_timestamp, now_moment
 from affect_memory.models.embeddings import Embedder, check_embeddings, default_embedder
 
 __all__ = [
@@ -367,7 +367,7 @@ class AdoptedCollection:
     ) -> RecallResult:
         """``user_id``'s best rows for ``query``, ranked with the defaults filled in as
         ``ChromaMemory`` ranks the dense recall (the recall pipeline, without a plan)."""
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        moment = now_moment(now)
         top_k = check_top_k(top_k)
         ranked, left_out = self._ranked(
             query, user_id, now=moment, mood_valence=mood_valence, top_k=top_k,
@@ -397,7 +397,7 @@ class AdoptedCollection:
         """``user_id``'s nearest ``candidates`` rows as kernel candidates (defaults filled in,
         calendar ``age_days`` at ``now``), best first as ``recall`` ranks them: the one way to
         get this collection's candidates, as ``ChromaMemory.candidates`` is a memory's."""
-        moment = datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+        moment = now_moment(now)
         ranked, _left_out = self._ranked(
             query, user_id, now=moment, mood_valence=mood_valence, top_k=1,
             candidates=_check_candidates(candidates, 1), weights=weights, whole_pool=True,

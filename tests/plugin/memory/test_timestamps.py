@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from affect_memory.errors import TimestampError
 from affect_memory.kernel.errors import AffectMemoryError
 from affect_memory.memory.batches import validate_records
-from affect_memory.memory.timestamps import MAX_EPOCH, normalize_timestamp, parse_datetime
+from affect_memory.memory.timestamps import (
+    MAX_EPOCH,
+    normalize_timestamp,
+    now_moment,
+    parse_datetime,
+)
 
 CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$")
 INSTANT = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
@@ -131,3 +136,12 @@ def test_any_zoned_moment_round_trips_through_text_and_epoch(
     resolution = max(1e-6, normalized.epoch * 2.0**-52)
     back = normalize_timestamp(normalized.epoch).moment
     assert abs((back - moment).total_seconds()) <= 2 * resolution
+
+
+def test_now_is_the_instant_given_or_the_clocks() -> None:
+    before = datetime.now(UTC)
+    assert before <= now_moment(None) <= datetime.now(UTC)
+    assert now_moment("2026-01-02T03:04:05.123456Z") == INSTANT
+    assert now_moment(INSTANT.timestamp()) == INSTANT
+    with pytest.raises(TimestampError, match="now"):
+        now_moment("2026-01-02T03:04:05")  # naive: refused, naming the field
