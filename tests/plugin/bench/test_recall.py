@@ -27,14 +27,19 @@ STAGES = (
 )
 
 
+def _json_run(*options: str) -> dict[str, Any]:
+    """``bench recall --quick --json`` with ``options``, parsed."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["bench", "recall", "--quick", *options, "--json"]) == 0
+    parsed: dict[str, Any] = json.loads(out.getvalue())
+    return parsed
+
+
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     """One quick JSON run shared by the module."""
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["bench", "recall", "--quick", "--json"]) == 0
-    parsed: dict[str, Any] = json.loads(out.getvalue())
-    return parsed
+    return _json_run()
 
 
 def _positive_summary(summary: dict[str, float]) -> None:
@@ -141,11 +146,7 @@ def test_the_old_layout_lives_in_a_store_of_its_own(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def hybrid() -> dict[str, Any]:
     """One quick JSON run with the hybrid side-by-side over 300 real-embedding memories."""
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert main(["bench", "recall", "--quick", "--hybrid", "300", "--json"]) == 0
-    parsed: dict[str, Any] = json.loads(out.getvalue())
-    return parsed
+    return _json_run("--hybrid", "300")
 
 
 def test_the_hybrid_side_by_side_times_both_recalls_query_by_query(
