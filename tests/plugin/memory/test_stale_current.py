@@ -103,36 +103,51 @@ def test_every_phrasing_keeps_the_current_facts_first(
         assert mean >= baseline - SPREAD, (memories, phrasing, means)
 
 
-UNSEEN = "z5"
-"""A set written blind after issue 21's rules were final and scored once: six phrasings (the
-four above, "still" questions and agent commands) over first- and third-person memories."""
 UNSEEN_PHRASINGS = (*PHRASINGS, "probes.still", "probes.command")
 UNSEEN_MEASURED = {
-    "memories": {
-        "probes": 0.782, "probes.third": 0.827, "probes.name": 0.752,
-        "probes.keyword": 0.755, "probes.still": 0.792, "probes.command": 0.791,
+    "z5": {
+        "memories": {
+            "probes": 0.782, "probes.third": 0.827, "probes.name": 0.752,
+            "probes.keyword": 0.755, "probes.still": 0.792, "probes.command": 0.791,
+        },
+        "memories.third": {
+            "probes": 0.726, "probes.third": 0.752, "probes.name": 0.723,
+            "probes.keyword": 0.771, "probes.still": 0.749, "probes.command": 0.703,
+        },
     },
-    "memories.third": {
-        "probes": 0.726, "probes.third": 0.752, "probes.name": 0.723,
-        "probes.keyword": 0.771, "probes.still": 0.749, "probes.command": 0.703,
+    "z6": {
+        "memories": {
+            "probes": 0.747, "probes.third": 0.735, "probes.name": 0.715,
+            "probes.keyword": 0.736, "probes.still": 0.659, "probes.command": 0.689,
+        },
+        "memories.third": {
+            "probes": 0.648, "probes.third": 0.679, "probes.name": 0.664,
+            "probes.keyword": 0.610, "probes.still": 0.615, "probes.command": 0.553,
+        },
     },
 }  # fmt: skip
-"""Its MRR in each phrasing as first scored (a drop beyond 0.02 fails the test below)."""
+"""The sets written blind after issue 21's rules were final (``z5``, then ``z6`` by another
+writer), six phrasings each (the four above, "still" questions and agent commands) over
+first- and third-person memories, and their MRR in each phrasing as first scored (a drop
+beyond 0.02 fails the test below)."""
 
 
-@pytest.mark.parametrize("memories", sorted(UNSEEN_MEASURED))
+@pytest.mark.parametrize(
+    ("name", "memories"),
+    [(name, memories) for name in sorted(UNSEEN_MEASURED) for memories in UNSEEN_MEASURED[name]],
+)
 def test_an_unseen_set_keeps_its_first_scores_and_beats_the_dense_ranking_in_every_phrasing(
-    memories: str, tmp_path: Path, embedder: Embedder
+    name: str, memories: str, tmp_path: Path, embedder: Embedder
 ) -> None:
-    """Harder than the rephrased sets above (the dense ranking scores 0.15-0.30 on it,
+    """Harder than the rephrased sets above (the dense ranking scores 0.09-0.30 on them,
     against 0.64-0.78 on theirs): every phrasing keeps its first score and stays far above
     the dense ranking's."""
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
-        memory.add(_lines(CORPORA / UNSEEN / f"{memories}.jsonl"))
+        memory.add(_lines(CORPORA / name / f"{memories}.jsonl"))
         for phrasing in UNSEEN_PHRASINGS:
-            probes = _lines(CORPORA / UNSEEN / f"{phrasing}.jsonl")
+            probes = _lines(CORPORA / name / f"{phrasing}.jsonl")
             assert len(probes) == 60
             found = _mean_mrr(memory, probes)
             dense = _mean_mrr(memory, probes, settings=DENSE_RECALL)
-            assert found >= UNSEEN_MEASURED[memories][phrasing] - 0.02, (phrasing, found)
+            assert found >= UNSEEN_MEASURED[name][memories][phrasing] - 0.02, (phrasing, found)
             assert found >= dense + 0.3, (phrasing, found, dense)
