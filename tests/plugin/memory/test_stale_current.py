@@ -125,9 +125,19 @@ UNSEEN_MEASURED = {
             "probes.keyword": 0.610, "probes.still": 0.615, "probes.command": 0.553,
         },
     },
+    "z7": {
+        "memories": {
+            "probes": 0.840, "probes.third": 0.860, "probes.name": 0.848,
+            "probes.keyword": 0.835, "probes.still": 0.846, "probes.command": 0.822,
+        },
+        "memories.third": {
+            "probes": 0.910, "probes.third": 0.940, "probes.name": 0.975,
+            "probes.keyword": 0.924, "probes.still": 0.898, "probes.command": 0.948,
+        },
+    },
 }  # fmt: skip
-"""The sets written blind after issue 21's rules were final (``z5``, then ``z6`` by another
-writer), six phrasings each (the four above, "still" questions and agent commands) over
+"""The sets written blind after issue 21's rules were final (``z5``, ``z6`` and ``z7``, each by
+another writer), six phrasings each (the four above, "still" questions and agent commands) over
 first- and third-person memories, and their MRR in each phrasing as first scored (a drop
 beyond 0.02 fails the test below)."""
 
@@ -139,9 +149,9 @@ beyond 0.02 fails the test below)."""
 def test_an_unseen_set_keeps_its_first_scores_and_beats_the_dense_ranking_in_every_phrasing(
     name: str, memories: str, tmp_path: Path, embedder: Embedder
 ) -> None:
-    """Harder than the rephrased sets above (the dense ranking scores 0.09-0.30 on them,
-    against 0.64-0.78 on theirs): every phrasing keeps its first score and stays far above
-    the dense ranking's."""
+    """Mostly harder than the rephrased sets above (the dense ranking scores 0.09-0.36 on
+    them, against 0.64-0.78 on theirs): every phrasing keeps its first score and stays far
+    above the dense ranking's."""
     with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
         memory.add(_lines(CORPORA / name / f"{memories}.jsonl"))
         for phrasing in UNSEEN_PHRASINGS:
