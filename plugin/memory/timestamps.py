@@ -133,11 +133,11 @@ def normalize_timestamp(
     )
 
 
-
 def now_moment(now: object) -> datetime:
     """The instant a ``now`` argument names (any ``TimestampInput``), or the clock's for None;
     a bad value is refused naming the field ``now``."""
     return datetime.now(UTC) if now is None else normalize_timestamp(now, field="now").moment
+
 
 def parse_datetime(
     value: object, *, field: str = "timestamp", record: str | None = None

@@ -28,7 +28,7 @@ from affect_memory.memory.chroma.locks import LOCK_FILE
 from affect_memory.memory.chroma.writes import PROGRESS_MIN
 from affect_memory.memory.recall.plan import default_analyser, form_weights
 from affect_memory.memory.store import ChromaMemory
-from affect_memory.memory.timestamps import normalize_timestamp
+from affect_memory.memory.timestamps import now_moment
 from affect_memory.models.embeddings import SentenceTransformerEmbedder
 from tests.contracts.memory_contract import MemoryContract, MemoryFactory, record, request
 from tests.plugin.memory.hashing_embedder import HashingEmbedder
@@ -351,7 +351,7 @@ def test_a_query_vector_averages_its_plans_texts_as_the_users_memories_name_them
     ) as memory:
         memory.add([record(f"m{i}", text) for i, text in enumerate(texts)])
         analyser = default_analyser()
-        plan = analyser.plan(question, "ann", normalize_timestamp(now, field="now").moment)
+        plan = analyser.plan(question, "ann", now_moment(now))
         terms = analyser.form_terms("ann")
         flat = [term for group in terms.values() for term in group]
         memories, counts = memory.index.document_frequencies("ann", flat)
@@ -393,7 +393,7 @@ def test_a_way_of_naming_the_owner_no_memory_uses_is_not_embedded(
     vector is the weighted mean of the forms that weigh, as the test above checks)."""
     now = "2026-06-01T12:00:00Z"
     question = "Where does the user live now?"
-    plan = default_analyser().plan(question, "ann", normalize_timestamp(now, field="now").moment)
+    plan = default_analyser().plan(question, "ann", now_moment(now))
     written = dict(zip(plan.embed_forms, plan.embed_texts, strict=True))
     assert sorted(written) == ["first", "name", "third"]
     embedder = _RecordingEmbedder()
