@@ -200,11 +200,12 @@ class Relevance:
     cosine: float
     """Cosine similarity of the memory and the query (``1 - distance``)."""
     dense: float | None = None
-    """The cosine scaled over the query's pool to [0, 1]."""
+    """The cosine, clipped to [0, 1]: the dense part of a fused relevance."""
     bm25: float | None = None
     """The lexical index's BM25 score (0 when the lexical search did not return it)."""
     lexical: float | None = None
-    """BM25 scaled over the pool to [0, 1]."""
+    """The share of the query the memory matches (BM25 over the query's total idf, at most
+    1): the lexical part of a fused relevance."""
     fused: float | None = None
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
     topic: float | None = None
