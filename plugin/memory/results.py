@@ -210,7 +210,8 @@ class Relevance:
     """``w * lexical + (1 - w) * dense``: the similarity the kernel scored, when fused."""
     topic: float | None = None
     """A current-state question's topic agreement of the memory with the query, in [0, 1]
-    (``affect_memory.memory.recall.life_topics``), added at ``weights["topic"]``."""
+    (``affect_memory.memory.recall.life_topics``), added at ``weights["topic"]`` times
+    ``cue_scale``."""
     closest: float | None = None
     """A current-state question's cosine of the memory with the query's closest memory
     (``affect_memory.memory.recall.feedback``), blended into the cosine at ``weights["closest"]``;
@@ -226,7 +227,7 @@ class Relevance:
     change: str | None = None
     """The change a current-state question's memory reports
     (``affect_memory.memory.recall.change_cues``), which multiplies its relevance by
-    ``1 + weights["change_gain"]``; None: it reports none."""
+    ``1 + weights["change_gain"] * cue_scale`` (at most 1 after); None: it reports none."""
     weights: Mapping[str, float] = field(default_factory=dict)
     """The weights of the parts: ``lexical`` and ``dense`` for a fused relevance;
     ``cosine``, ``words_matched``, ``closest``, ``topic``, ``change_gain`` and ``cue_words``
@@ -255,9 +256,10 @@ class RecallHit:
     """One ranked memory with every factor of its score and why it is aged as it is.
 
     ``score = (similarity * recency * salience + episode) * congruence``. ``distance`` is the
-    memory's cosine distance to the query as Chroma measures it; ``similarity`` is the
-    relevance the kernel scored (see ``relevance``), and ``recency`` comes from ``age_days``,
-    the age the query's time rule gave the memory (``time_rule`` says why).
+    memory's cosine distance ``1 - cos`` to the query (Chroma's for its nearest, computed from
+    the stored embedding for a member only the lexical search or a filter's top-up added);
+    ``similarity`` is the relevance the kernel scored (see ``relevance``), and ``recency`` comes
+    from ``age_days``, the age the query's time rule gave the memory (``time_rule`` says why).
     """
 
     id: str

@@ -51,8 +51,10 @@ MAX_POOL = 1024
 RECALL_WEIGHTS = RetrievalWeights(recency_horizon_days=120.0, recency_floor=0.10)
 """The kernel's weights as recall scores with them: a 120-day horizon and a 0.10 floor.
 
-The time rules decide each memory's age; a state question's stale fact 120 days older than
-the user's newest memory keeps 10% of its relevance. Every other constant is the kernel's.
+The time rules decide each memory's age; a state question ages a fact at half the days it is
+older than the question's anchor (the newest of its closest memories), so a fact 216 days or more
+older scores at the floor, a tenth of what it would score fresh. Every other constant is the
+kernel's.
 """
 
 RankingMode = Literal["hybrid", "dense"]

@@ -34,7 +34,8 @@ class Explanation:
     """Per ranked row (aligned with the rows): what its similarity and its age came from."""
 
     distances: FloatArray
-    """Each row's cosine distance to the query as Chroma measured it (``1 - cos``)."""
+    """Each row's cosine distance to the query, ``1 - cos`` (Chroma's for its nearest, computed
+    from the stored embedding for a member only the lexical search added)."""
     ages: FloatArray
     calendar_ages: FloatArray
     reasons: list[str]

@@ -42,7 +42,7 @@ This is the one candidate path: ``ChromaMemory``'s recall, its ``candidates`` (t
 ``RankedQuery.candidates``) and its engine retrieval, the benchmarks through them, and an
 adopted collection's recall (``affect_memory.memory.admin.adopted_reads``) all rank here.
 
-The module is about 720 lines because the steps above share one query's pool, relevance and
+The module is about 740 lines because the steps above share one query's pool, relevance and
 scoring state through the pruned fetch's callback; the pieces that stand alone already live
 in the modules each step names.
 """
@@ -152,7 +152,7 @@ class RankedQuery:
 
     def scored(self) -> tuple[ScoredCandidate, ...]:
         """The ranked memories as the kernel scored them, best first: each candidate carries
-        Chroma's cosine distance and its rule's age (``age_days``), and the score its
+        its cosine distance to the query and its rule's age (``age_days``), and the score its
         relevance (``similarity``), recency, salience and congruence. What an engine turn
         takes as it is (``affect_memory.kernel.protocols.RankedRetriever``)."""
         scores = self.ranked.scores

@@ -133,7 +133,8 @@ class QueryAnalyser(Protocol):
 
 
 OWNERS_KEPT = 256
-"""Users per language whose owner patterns and form terms are kept built."""
+"""The most recent (language, user) pairs whose owner patterns and form terms are kept built
+(one bound over every language)."""
 
 _Owner = tuple[re.Pattern[str], re.Pattern[str] | None, str | None]
 """The owner's words, the owner's name forms (None: no name) and the name."""
@@ -413,7 +414,7 @@ class LexiconAnalyser:
 
 
 # A recall plans every query with its user's owner patterns and form terms: each is built once
-# for the last OWNERS_KEPT users of a language.
+# and kept for the last OWNERS_KEPT (language, user) pairs.
 
 
 @lru_cache(maxsize=OWNERS_KEPT)

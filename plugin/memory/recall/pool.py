@@ -76,8 +76,9 @@ class LexicalHits(Protocol):
 
     @property
     def vectors(self) -> Sequence[bytes | None]:
-        """The index's embedding of each ``absent`` hit (little-endian float32 bytes), None
-        where it must be read from Chroma."""
+        """The index's embedding of each ``absent`` hit (little-endian float32 bytes, or
+        float64 where Chroma's client returned values float32 does not hold), None where it
+        must be read from Chroma."""
         ...
 
     @property

@@ -27,7 +27,7 @@ A query's plan (``affect_memory.memory.recall.plan``) names one of four kinds:
 
 "The query's closest memories" are the ``anchor_members`` pool members of highest relevance.
 Under both state rules ages count at ``state_age_scale`` (half): with the recall's 120-day
-horizon a fact is floored once it is 240 days older than the anchor, and a loosely related
+horizon a fact reaches the floor once it is 216 days older than the anchor, and a loosely related
 memory written last week cannot outrank an update written two months ago on recency alone.
 The kernel then scores ``clamp(1 - age / horizon, floor, 1)`` with the recall's weights
 (horizon 120 days, floor 0.10 by default). Every hit carries its rule's one-line reason.

@@ -84,7 +84,8 @@ class LexicalHits:
     """The hits the search's ``known`` ids lack, in the index's document order (the order
     Chroma keeps them in, as a ``get`` returns them); None when no ``known`` was given."""
     vectors: list[bytes | None] = field(default_factory=list)
-    """Each ``absent`` hit's embedding as the index holds it (little-endian float32 bytes);
+    """Each ``absent`` hit's embedding as the index holds it (little-endian float32 bytes, or
+    float64 where Chroma's client returned values float32 does not hold);
     None where the index lacks it or a write or forget of it is in flight (its journal entry
     is pending), so the caller reads that one from Chroma."""
     idf_total: float = 0.0
