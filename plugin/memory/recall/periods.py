@@ -1,67 +1,84 @@
 """The period a query names, and how far each memory lies from it.
 
-Generic English date phrases, no topics, names or dataset phrases: ``named_period(text, now)``
-is the span a query names, as epoch seconds ``(start, end)`` with the end exclusive. Absolute:
-"3 July, 2023", "July 3, 2023", "July 2023", "summer 2021", "in 2022"; relative to ``now``:
-"yesterday", "today", "last/this week|month|year" and "N days/weeks/months/years ago" (give or
-take a quarter of N). A bare month or weekday without a year names nothing (it is ambiguous).
-The words that say whether a query asks about now or the past are the query analyser's
-lexicon (``affect_memory.memory.recall.plan``).
+Date phrases, no topics, names or dataset phrases, in the words of one language's lexicon (its
+``periods``: month, weekday and season names, count words, units, the relative spans):
+``named_period(text, now)`` is the span a query names, as epoch seconds ``(start, end)`` with
+the end exclusive. Absolute: "3 July, 2023", "July 3, 2023", "July 2023", "summer 2021", "in
+2022"; relative to ``now``: "yesterday", "today", "last/this week|month|year" and "N
+days/weeks/months/years ago" (give or take a quarter of N). A bare month or weekday without a
+year names nothing (it is ambiguous). The words are data and only the phrases' order (day month
+year, N units ago) is code, so the names do not change with the process's locale as Python's
+``calendar`` names do. The words that say whether a query asks about now or the past are the
+query analyser's (``affect_memory.memory.recall.plan``).
 """
 
 from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
+from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.retrieval import SECONDS_PER_DAY
+from affect_memory.memory.recall.lexicon import load_lexicon
 
-__all__ = ["days_from_period", "named_period"]
+__all__ = ["PeriodReader", "days_from_period", "named_period", "period_reader"]
 
-_MONTH_NUMBERS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
-_MONTH_NUMBERS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
-_MONTH = "|".join(sorted(_MONTH_NUMBERS, key=len, reverse=True))
-_SEASON_MONTHS = {
-    "spring": (3, 5),
-    "summer": (6, 8),
-    "autumn": (9, 11),
-    "fall": (9, 11),
-    "winter": (12, 2),
-}
-_COUNT_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_UNIT_DAYS = {"day": 1.0, "week": 7.0, "month": 30.44, "year": 365.25}
-_RELATIVE_SPANS = {
-    # days back to the span's start, and to its end (negative: the end is tomorrow)
-    "yesterday": (1, 0),
-    "today": (0, -1),
-    "last week": (14, 7),
-    "this week": (7, -1),
-    "last month": (61, 30),
-    "this month": (31, -1),
-    "last year": (730, 365),
-    "this year": (365, -1),
-}
-
-_DAY_MONTH_YEAR = re.compile(
-    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\.?,?\s+(\d{{4}})\b", re.IGNORECASE
-)
-_MONTH_DAY_YEAR = re.compile(
-    rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b", re.IGNORECASE
-)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?(\d{{4}})\b", re.IGNORECASE)
-_SEASON_YEAR = re.compile(r"\b(spring|summer|autumn|fall|winter)\s+(?:of\s+)?(\d{4})\b", re.I)
-_YEAR = re.compile(r"\b(?:in|during|of|since|from)\s+((?:19|20)\d\d)\b", re.IGNORECASE)
-_AGO = re.compile(
-    r"\b(\d+|a|an|one|two|three|four|five|six)\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE
-)
 _DIGIT = re.compile(r"\d")
-_RELATIVE = re.compile(
-    r"\b(yesterday|today|last\s+(?:week|month|year)|this\s+(?:week|month|year))\b", re.IGNORECASE
-)
+
+
+def _alternation(words: Sequence[str]) -> str:
+    """Whole words and phrases, longest first, any whitespace inside a phrase."""
+    ordered = sorted(set(words), key=len, reverse=True)
+    return "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word in ordered)
+
+
+def _key(phrase: str) -> str:
+    """A matched phrase as the lexicon writes it: lower case, single spaces."""
+    return " ".join(phrase.lower().split())
+
+
+def _words(data: Mapping[str, object], key: str, where: str) -> list[str]:
+    value = data.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise InvalidInputError(f"{where}.{key} must be a list of non-empty strings")
+    return [_key(item) for item in value]
+
+
+def _word(data: Mapping[str, object], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInputError(f"{where}.{key} must be a non-empty string, got {shown(value)}")
+    return _key(value)
+
+
+def _numbers(
+    data: Mapping[str, object], key: str, where: str, size: int
+) -> dict[str, tuple[float, ...]]:
+    """Words each mapped to ``size`` numbers (a bare number when ``size`` is 1)."""
+    value = data.get(key)
+    if not isinstance(value, dict) or not value:
+        raise InvalidInputError(f"{where}.{key} must be a non-empty object, got {shown(value)}")
+    found: dict[str, tuple[float, ...]] = {}
+    for word, numbers in value.items():
+        listed = [numbers] if size == 1 else numbers
+        if (
+            not isinstance(listed, list)
+            or len(listed) != size
+            or not all(isinstance(n, int | float) and not isinstance(n, bool) for n in listed)
+        ):
+            raise InvalidInputError(
+                f"{where}.{key}.{word} must be {'a number' if size == 1 else f'{size} numbers'}, "
+                f"got {shown(numbers)}"
+            )
+        found[_key(str(word))] = tuple(float(n) for n in listed)
+    return found
+
 
 def _midnight(year: int, month: int, day: int) -> float:
     return datetime(year, month, day, tzinfo=UTC).timestamp()
@@ -72,67 +89,127 @@ def _month_span(year: int, month: int) -> tuple[float, float]:
     return _midnight(year, month, 1), _midnight(year, month, days) + SECONDS_PER_DAY
 
 
-def _dated_day(text: str) -> tuple[float, float] | None:
-    for pattern, day_first in ((_DAY_MONTH_YEAR, True), (_MONTH_DAY_YEAR, False)):
-        found = pattern.search(text)
-        if found is None:
-            continue
-        first, second, year = found.groups()
-        day, month = (first, second) if day_first else (second, first)
-        try:
-            start = _midnight(int(year), _MONTH_NUMBERS[month.lower()], int(day))
-        except ValueError:  # "31 February, 2023" names no day
-            continue
-        return start, start + SECONDS_PER_DAY
-    return None
+class PeriodReader:
+    """One language's date words, compiled into the phrases that name a period."""
 
+    def __init__(self, words: Mapping[str, object], where: str) -> None:
+        """Compile a lexicon's ``periods`` object; a missing or malformed field is refused,
+        named as ``where.field``."""
+        months = _words(words, "months", where)
+        short = _words(words, "month_abbreviations", where)
+        if len(months) != 12 or len(short) != 12:
+            raise InvalidInputError(f"{where}: months and month_abbreviations need 12 names each")
+        self._month_numbers = {name: at % 12 + 1 for at, name in enumerate([*months, *short])}
+        self.calendar_words = frozenset([*months, *_words(words, "weekdays", where)])
+        """Month and weekday names (lower case): capitalised in a sentence, yet no one's name."""
+        self._seasons = {
+            name: (int(first), int(last))
+            for name, (first, last) in _numbers(words, "seasons", where, 2).items()
+        }
+        self._counts = {w: int(n) for w, (n,) in _numbers(words, "count_words", where, 1).items()}
+        self._unit_days = {w: n for w, (n,) in _numbers(words, "units", where, 1).items()}
+        self._relative_spans = {
+            phrase: (back, until)
+            for phrase, (back, until) in _numbers(words, "relative_spans", where, 2).items()
+        }  # days back to each span's start and to its end (negative: the end is tomorrow)
+        month = _alternation([*months, *short])
+        ordinal = rf"(?:{_alternation(_words(words, 'ordinal_suffixes', where))})?"
+        of = rf"(?:{re.escape(_word(words, 'of', where))}\s+)?"
+        flags = re.IGNORECASE
+        self._day_month_year = re.compile(
+            rf"\b(\d{{1,2}}){ordinal}\s+{of}({month})\.?,?\s+(\d{{4}})\b", flags
+        )
+        self._month_day_year = re.compile(
+            rf"\b({month})\.?\s+(\d{{1,2}}){ordinal},?\s+(\d{{4}})\b", flags
+        )
+        self._month_year = re.compile(rf"\b({month})\.?,?\s+{of}(\d{{4}})\b", flags)
+        self._season_year = re.compile(
+            rf"\b({_alternation(list(self._seasons))})\s+{of}(\d{{4}})\b", flags
+        )
+        prepositions = _alternation(_words(words, "year_prepositions", where))
+        self._year = re.compile(rf"\b(?:{prepositions})\s+((?:19|20)\d\d)\b", flags)
+        plural = re.escape(_word(words, "plural_suffix", where))
+        self._ago = re.compile(
+            rf"\b(\d+|{_alternation(list(self._counts))})\s+"
+            rf"({_alternation(list(self._unit_days))})(?:{plural})?\s+"
+            rf"{re.escape(_word(words, 'ago', where))}\b",
+            flags,
+        )
+        self._relative = re.compile(rf"\b({_alternation(list(self._relative_spans))})\b", flags)
 
-def _dated_span(text: str) -> tuple[float, float] | None:
-    if _DIGIT.search(text) is None:  # every dated span has a year (most questions have none)
+    def span(self, text: str, now: datetime) -> tuple[float, float] | None:
+        """The span ``text`` names, as epoch seconds ``(start, end)`` (end exclusive), or None.
+
+        A dated span wins over a relative one; relative spans are counted back from ``now``.
+        """
+        return self._dated_span(text) or self._relative_span(text, now)
+
+    def _dated_day(self, text: str) -> tuple[float, float] | None:
+        for pattern, day_first in ((self._day_month_year, True), (self._month_day_year, False)):
+            found = pattern.search(text)
+            if found is None:
+                continue
+            first, second, year = found.groups()
+            day, month = (first, second) if day_first else (second, first)
+            try:
+                start = _midnight(int(year), self._month_numbers[_key(month)], int(day))
+            except ValueError:  # "31 February, 2023" names no day
+                continue
+            return start, start + SECONDS_PER_DAY
         return None
-    day = _dated_day(text)
-    if day is not None:
-        return day
-    found = _MONTH_YEAR.search(text)
-    if found is not None:
-        return _month_span(int(found.group(2)), _MONTH_NUMBERS[found.group(1).lower()])
-    found = _SEASON_YEAR.search(text)
-    if found is not None:
-        first, last = _SEASON_MONTHS[found.group(1).lower()]
-        year = int(found.group(2))
-        if first > last:  # winter YYYY: December YYYY to the end of February YYYY + 1
-            return _month_span(year, 12)[0], _month_span(year + 1, 2)[1]
-        return _month_span(year, first)[0], _month_span(year, last)[1]
-    found = _YEAR.search(text)
-    if found is not None:
-        year = int(found.group(1))
-        return _midnight(year, 1, 1), _midnight(year + 1, 1, 1)
-    return None
+
+    def _dated_span(self, text: str) -> tuple[float, float] | None:
+        if _DIGIT.search(text) is None:  # every dated span has a year (most questions have none)
+            return None
+        day = self._dated_day(text)
+        if day is not None:
+            return day
+        found = self._month_year.search(text)
+        if found is not None:
+            return _month_span(int(found.group(2)), self._month_numbers[_key(found.group(1))])
+        found = self._season_year.search(text)
+        if found is not None:
+            first, last = self._seasons[_key(found.group(1))]
+            year = int(found.group(2))
+            if first > last:  # across the new year ("winter 2022": December to February 2023)
+                return _month_span(year, first)[0], _month_span(year + 1, last)[1]
+            return _month_span(year, first)[0], _month_span(year, last)[1]
+        found = self._year.search(text)
+        if found is not None:
+            year = int(found.group(1))
+            return _midnight(year, 1, 1), _midnight(year + 1, 1, 1)
+        return None
+
+    def _relative_span(self, text: str, now: datetime) -> tuple[float, float] | None:
+        reference = now.timestamp()
+        found = self._ago.search(text)
+        if found is not None:
+            count_word = found.group(1).lower()
+            count = int(count_word) if count_word.isdigit() else self._counts[count_word]
+            days = self._unit_days[_key(found.group(2))] * count
+            centre = reference - days * SECONDS_PER_DAY
+            half = max(1.0, days * 0.25) * SECONDS_PER_DAY  # "3 weeks ago" is give or take 5 days
+            return centre - half, centre + half
+        found = self._relative.search(text)
+        if found is not None:
+            back, until = self._relative_spans[_key(found.group(1))]
+            return reference - back * SECONDS_PER_DAY, reference - until * SECONDS_PER_DAY
+        return None
 
 
-def _relative_span(text: str, now: datetime) -> tuple[float, float] | None:
-    reference = now.timestamp()
-    found = _AGO.search(text)
-    if found is not None:
-        count_word = found.group(1).lower()
-        count = int(count_word) if count_word.isdigit() else _COUNT_WORDS[count_word]
-        days = _UNIT_DAYS[found.group(2).lower()] * count
-        centre = reference - days * SECONDS_PER_DAY
-        half = max(1.0, days * 0.25) * SECONDS_PER_DAY  # "3 weeks ago" is give or take 5 days
-        return centre - half, centre + half
-    found = _RELATIVE.search(text)
-    if found is not None:
-        back, until = _RELATIVE_SPANS[" ".join(found.group(1).lower().split())]
-        return reference - back * SECONDS_PER_DAY, reference - until * SECONDS_PER_DAY
-    return None
+@cache
+def period_reader(language: str) -> PeriodReader:
+    """The period phrases of ``language``'s lexicon (its ``periods`` object), compiled once."""
+    where = f"lexicon {language!r}: periods"
+    words = load_lexicon(language).get("periods")
+    if not isinstance(words, dict):
+        raise InvalidInputError(f"{where} must be an object, got {shown(words)}")
+    return PeriodReader(words, where)
 
 
-def named_period(text: str, now: datetime) -> tuple[float, float] | None:
-    """The span ``text`` names, as epoch seconds ``(start, end)`` (end exclusive), or None.
-
-    A dated span wins over a relative one; relative spans are counted back from ``now``.
-    """
-    return _dated_span(text) or _relative_span(text, now)
+def named_period(text: str, now: datetime, language: str = "en") -> tuple[float, float] | None:
+    """The span ``text`` names in ``language``'s words (``PeriodReader.span``), or None."""
+    return period_reader(language).span(text, now)
 
 
 def days_from_period(

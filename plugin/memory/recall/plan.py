@@ -42,7 +42,6 @@ place.
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from typing import Literal, Protocol
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.index.lexical.analyzer import words
 from affect_memory.memory.recall.lexicon import load_lexicon
-from affect_memory.memory.recall.periods import named_period
+from affect_memory.memory.recall.periods import PeriodReader, period_reader
 
 __all__ = [
     "OWNERS_KEPT",
@@ -188,6 +187,8 @@ class _Lexicon:
     """Each owner word ("{name}" for the owner's name) and its grammatical role."""
     owner_forms: Mapping[str, Mapping[str, str]]
     """Each way of writing the owner: the text of each role."""
+    periods: PeriodReader
+    """The language's date phrases (``periods``): the span a query names."""
     month_words: frozenset[str]
     """Month and weekday names: capitalised, yet nobody's name."""
 
@@ -221,7 +222,7 @@ def _lexicon(language: str) -> _Lexicon:
         str(way): {str(role): str(text) for role, text in dict(texts).items()}  # type: ignore[call-overload]
         for way, texts in _mapping(data, "owner_forms", where).items()
     }
-    months = {name.lower() for name in (*calendar.month_name, *calendar.day_name) if name}
+    periods = period_reader(language)
     return _Lexicon(
         state=_whole(_strings(data, "state_words", where)),
         former=_whole(_strings(data, "former_words", where)),
@@ -239,7 +240,8 @@ def _lexicon(language: str) -> _Lexicon:
         ),
         owner_roles=roles,
         owner_forms=forms,
-        month_words=frozenset(months),
+        periods=periods,
+        month_words=periods.calendar_words,
     )
 
 
@@ -281,7 +283,7 @@ class LexiconAnalyser:
         # the owner and the state words say how to rank, not what the memory says
         said = sorted([*mentions, *self._lexicon.state.finditer(query)], key=lambda m: m.start())
         match_text = _SPACE.sub(" ", _cut(query, _disjoint(said))).strip()
-        period = named_period(query, now)
+        period = lex.periods.span(query, now)
         tense, tense_cue = self._tense(query)
         present = tense == "present"
         former = self._former(query, mentions, present)

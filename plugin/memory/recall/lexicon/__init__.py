@@ -1,8 +1,9 @@
 """Recall's cue lexicons, one JSON file per language: data that the code reads, not code.
 
 Each ``<language>.json`` holds the query analyser's words (``affect_memory.memory.recall.plan``),
-the words that report a change (``affect_memory.memory.recall.change_cues``) and the life domains
-with the phrases that describe each (``affect_memory.memory.recall.life_topics``).
+the date words of the periods a query names (``affect_memory.memory.recall.periods``), the words
+that report a change (``affect_memory.memory.recall.change_cues``) and the life domains with the
+phrases that describe each (``affect_memory.memory.recall.life_topics``).
 """
 
 from __future__ import annotations

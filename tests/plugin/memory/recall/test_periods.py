@@ -1,11 +1,21 @@
-"""The period a query names, and each memory's distance in days from it."""
+"""The period a query names, in its lexicon's words, and each memory's distance in days from it."""
 
+import copy
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import pytest
 
-from affect_memory.memory.recall.periods import days_from_period, named_period
+from affect_memory.kernel.errors import InvalidInputError
+from affect_memory.memory.recall.lexicon import load_lexicon
+from affect_memory.memory.recall.periods import (
+    PeriodReader,
+    days_from_period,
+    named_period,
+    period_reader,
+)
+from affect_memory.memory.recall.plan import default_analyser
 
 NOW = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
 DAY = 86400.0
@@ -68,3 +78,46 @@ def test_days_from_a_period_are_zero_inside_it_and_count_to_the_nearer_edge() ->
     start, end = 100 * DAY, 110 * DAY
     epochs = np.array([90 * DAY, 100 * DAY, 105 * DAY, 110 * DAY, 113 * DAY])
     assert days_from_period(epochs, (start, end)).tolist() == [10.0, 0.0, 0.0, 0.0, 3.0]
+
+
+def _english() -> dict[str, Any]:
+    return copy.deepcopy(load_lexicon("en")["periods"])
+
+
+def test_the_date_words_are_the_lexicons_data() -> None:
+    words = _english()
+    words["units"]["fortnight"] = 14
+    words["count_words"]["three"] = 3
+    reader = PeriodReader(words, "test periods")
+    start, end = reader.span("What did I cook three fortnights ago?", NOW) or (0.0, 0.0)
+    centre = NOW.timestamp() - 42 * DAY
+    assert (start, end) == (centre - 10.5 * DAY, centre + 10.5 * DAY)
+    assert named_period("What did I cook three fortnights ago?", NOW) is None  # not English's
+    assert reader.calendar_words >= {"july", "monday"} and "jul" not in reader.calendar_words
+
+
+def test_the_analyser_reads_periods_in_its_lexicons_words() -> None:
+    assert period_reader("en").span("Where was I in July 2022?", NOW) == named_period(
+        "Where was I in July 2022?", NOW
+    )
+    plan = default_analyser().plan("Where was I in July 2022?", "u42", NOW)
+    assert plan.kind == "period" and plan.period == named_period("Where was I in July 2022?", NOW)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("units", {"day": "one"}, r"test periods\.units\.day must be a number, got 'one'"),
+        ("seasons", {"summer": [6]}, r"test periods\.seasons\.summer must be 2 numbers"),
+        ("months", ["january"], "months and month_abbreviations need 12 names each"),
+        ("ago", "", r"test periods\.ago must be a non-empty string"),
+        ("weekdays", None, r"test periods\.weekdays must be a list of non-empty strings"),
+    ],
+)
+def test_a_malformed_period_lexicon_is_refused_naming_the_field(
+    field: str, value: object, message: str
+) -> None:
+    words = _english()
+    words[field] = value
+    with pytest.raises(InvalidInputError, match=message):
+        PeriodReader(words, "test periods")
