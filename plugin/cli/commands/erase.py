@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from affect_memory.cli.store_options import add_state_argument, add_store_arguments, open_memory
+from affect_memory.data_dir import default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -17,11 +20,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``erase`` sub-command."""
     parser = commands.add_parser(
         "erase",
-        help="erase every memory (and, with --state, every conversation) of a user",
+        help="erase every memory and every conversation of a user",
         description=(
             "Erase USER's memories: their Chroma collection and every row of theirs in the "
-            "memory index (documents, postings, recall counts, journal). With --state, their "
-            "conversations too: state, transcript and outbox items. Crash-safe: a run killed "
+            "memory index (documents, postings, recall counts, journal). Their conversations "
+            "too (state, transcript and outbox items) in the state store --state names, else "
+            "$AFFECT_MEMORY_STATE's, else DATA_DIR/state.db when that file exists. Crash-safe: a "
+            "run killed "
             "at any step is finished by the next open of the store or by running erase again. "
             "Other users, even with the same memory ids, are untouched. Needs --yes."
         ),
@@ -37,7 +42,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    """Refuse without --yes; else erase the conversations (one transaction), then memories."""
+    """Refuse without --yes; else erase the conversations (one transaction) of the state
+    store there is, then the memories."""
     from affect_memory.memory.results import check_user
 
     user_id = check_user(args.user_id)
@@ -49,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     state: dict[str, Any] | None = None
-    if args.state is not None:
+    if _has_state(args):
         state = _erase_state(args, user_id)
     with open_memory(args, create=True) as memory:
         report = memory.erase_user(user_id)
@@ -71,6 +77,16 @@ def run(args: argparse.Namespace) -> int:
         )
     print(line)
     return 0
+
+
+def _has_state(args: argparse.Namespace) -> bool:
+    """Whether a state store is named (--state, ``$AFFECT_MEMORY_STATE``) or the default file
+    exists: erasing never creates an empty store just to find nothing in it."""
+    from affect_memory.state.location import STATE_ENV
+
+    if args.state is not None or os.environ.get(STATE_ENV):
+        return True
+    return (Path(args.data_dir or default_data_dir()) / "state.db").exists()
 
 
 def _erase_state(args: argparse.Namespace, user_id: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ line naming the field and value, exit 2, with nothing written."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import pytest
 from affect_memory.cli import main
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
+from affect_memory.state.location import STATE_ENV, open_state_store
 from tests.plugin.memory.data_rights_fixtures import IDS, USER_A, USER_B, seed, snapshot
+from tests.plugin.state.user_data import held, mentions, seed_conversations
 
 LIMIT_RULE = "--limit must be an integer in [1, 1000]"
 OFFSET_RULE = "--offset must be an integer of at least 0"
@@ -85,8 +88,31 @@ def test_erase_without_yes_exits_2_saying_nothing_was_erased(
         capsys, "erase", "--user-id", USER_A, "--yes", "--json", "--data-dir", str(data)
     )
     assert code == 0 and json.loads(out) == {"user_id": USER_A, "memories": len(IDS), "state": None}
+    assert not (data / "state.db").exists()  # no state store was made to find nothing in it
     with ChromaMemory(data / "chroma", embedder=embedder) as memory:
         assert memory.count(USER_A) == 0 and memory.count(USER_B) == len(IDS)
+
+
+@pytest.mark.parametrize("named_by", ["the default file", "the environment"])
+def test_erase_erases_the_conversations_of_the_default_state_store(
+    named_by: str, data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --state, erase finds the store every other command uses by default."""
+    path = data / "state.db" if named_by == "the default file" else tmp_path / "elsewhere.db"
+    if named_by == "the environment":
+        monkeypatch.setenv(STATE_ENV, str(path))
+    store = open_state_store(str(path))
+    try:
+        asyncio.run(seed_conversations(store))
+    finally:
+        store.close()
+    code, out, _ = run(
+        capsys, "erase", "--user-id", USER_A, "--yes", "--json", "--data-dir", str(data)
+    )
+    assert code == 0 and json.loads(out)["state"]["conversations"] == ["ann-1", "ann-2", "team"]
+    after = held("sqlite", str(path))
+    assert mentions(after, USER_A) == [] and mentions(after, USER_B) != []
 
 
 @pytest.mark.parametrize(
