@@ -1,4 +1,4 @@
-"""The MCP memory server: remember, recall, forget, appraise and presence over stdio.
+"""The MCP memory server: the memory tools (``TOOL_NAMES``) over stdio.
 
 One ``ChromaMemory``, one state store (``ServerConfig.state_url``: SQLite or PostgreSQL) and one
 ``EmbeddingIntentGate`` are opened when the server starts (its lifespan) and shared by every

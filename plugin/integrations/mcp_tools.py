@@ -50,6 +50,7 @@ from affect_memory.kernel.protocols import (
 )
 from affect_memory.memory.batches import parse_record
 from affect_memory.memory.chroma.layout import DEFAULT_COLLECTION
+from affect_memory.memory.chroma.location import DEFAULT_TIMEOUT
 from affect_memory.memory.export import check_page, record_line
 from affect_memory.memory.filters import parse_where
 from affect_memory.memory.records import DEFAULT_SIGNIFICANCE
@@ -90,6 +91,8 @@ class ServerConfig:
     ``$AFFECT_MEMORY_STATE``, else ``data_dir/state.db``."""
     index_url: str | None = None
     """The memory index (``postgresql://...`` or a SQLite path); None: the store's default."""
+    timeout: float = DEFAULT_TIMEOUT
+    """Longest wait in seconds for one request to the Chroma server."""
 
 
 def memory_id(user_id: str, text: str, timestamp: str) -> str:
@@ -123,7 +126,7 @@ class AppraisalModel:
 
 
 class MemoryTools:
-    """What the five tools do, over open resources; bad arguments raise ``AffectMemoryError``."""
+    """What the eight tools do, over open resources; bad arguments raise ``AffectMemoryError``."""
 
     def __init__(
         self,
@@ -382,6 +385,7 @@ async def open_tools(config: ServerConfig, *, embedder: Any = None) -> AsyncIter
                 embedder=model,
                 progress=False,
                 index=config.index_url,
+                timeout=config.timeout,
             )
         )
         store = open_state_store(

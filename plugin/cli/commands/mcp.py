@@ -26,12 +26,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     """Add the ``mcp`` sub-command."""
     parser = commands.add_parser(
         "mcp",
-        help="serve remember/recall/forget/appraise/presence to an MCP client over stdio",
+        help="serve the memory tools to an MCP client over stdio (or streamable HTTP)",
         description=(
-            "Run an MCP server on stdin/stdout with the tools remember, recall, forget, "
+            "Run an MCP server on stdin/stdout (or, with --http, over streamable HTTP) with the "
+            "tools remember, recall, forget, list_memories, export_memories, erase_user, "
             "appraise and presence. Memories live in Chroma (DATA_DIR/chroma, or --chroma), "
-            "conversation state in --state (default DATA_DIR/state.db). The embedded Chroma "
-            "store admits one "
+            "conversation state in --state (default $AFFECT_MEMORY_STATE, else "
+            "DATA_DIR/state.db). The embedded Chroma store admits one "
             "process at a time: use --chroma to share memories with other processes. Logs go "
             "to stderr; stdout carries only the protocol."
         ),
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         collection=args.collection,
         state_url=args.state,
         index_url=index_setting(args),
+        timeout=args.timeout,
     )
     if http is not None:
         from affect_memory.integrations.mcp_http import serve_http

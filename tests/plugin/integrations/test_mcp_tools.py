@@ -123,3 +123,12 @@ async def test_the_server_keeps_conversation_state_where_its_state_url_says(
         assert state is not None and state != AffectState()
         assert [m.content for m in transcript] == ["I failed my driving test today."]
         assert not (tmp_path / "data" / "state.db").exists()
+
+
+async def test_the_server_bounds_chroma_requests_by_its_configured_timeout(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder
+) -> None:
+    """``mcp --timeout`` reaches the memory the tools use, not only the start-up check."""
+    config = ServerConfig(data_dir=tmp_path / "data", timeout=2.5)
+    async with open_tools(config, embedder=embedder) as served:
+        assert served._memory.timeout == 2.5  # the one memory every tool call goes through
