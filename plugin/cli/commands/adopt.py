@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from affect_memory.cli.store_options import add_store_arguments, default_data_dir
+from affect_memory.cli.store_options import add_store_arguments, default_data_dir, index_setting
 
 __all__ = ["register", "run"]
 
@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     first = next(iter(survey.left_out.items()), None)
     print("" if first is None else f" (first: {first[0]!r}: {first[1]})")
     print(
-        "nothing was written; recall it with plugin.AdoptedCollection, or import it with --import"
+        "nothing was written; recall it with affect_memory.AdoptedCollection, or import it "
+        "with --import"
     )
     return 0
 
@@ -120,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace, adopted: Any, location: str) -> int:
     from affect_memory.memory.store import ChromaMemory
 
-    with ChromaMemory(location, collection=args.collection, timeout=args.timeout) as memory:
+    with ChromaMemory(
+        location, collection=args.collection, timeout=args.timeout, index=index_setting(args)
+    ) as memory:
         report = adopted.import_into(memory, progress=None)
         users = len(memory.stats().users)
     if args.json:

@@ -329,8 +329,36 @@ def test_the_survey_counts_only_rows_import_writes_and_prints_no_raw_control_byt
     assert main(["adopt", "raw", *fields]) == 0
     text = capsys.readouterr().out
     assert "\x00" not in text and "\x1b" not in text and "'e\\x1bsc' 1" in text, text
+    assert "recall it with affect_memory.AdoptedCollection" in text  # an importable name
     assert main(["adopt", "raw", *fields, "--import"]) == 0
     assert "imported 2 memories" in capsys.readouterr().out
     assert main(["adopt", "raw", *fields, "--default-timestamp", "x"]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert "--default-timestamp is not an ISO-8601 timestamp, got 'x'" in line
+
+
+def test_an_import_writes_the_memory_index_that_index_names(
+    tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from affect_memory.cli.main import main
+
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
+    raw = client.create_collection(
+        "raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+    )
+    raw.add(
+        ids=["r1"],
+        embeddings=embedder.embed_documents(["I keep bees."]),
+        documents=["I keep bees."],
+        metadatas=[{"user": "ann", "when": 1780000000}],
+    )
+    client.close()
+    index = tmp_path / "elsewhere.sqlite3"
+    argv = ["adopt", "raw", "--user-field", "user", "--timestamp-field", "when", "--import"]
+    assert main([*argv, "--data-dir", str(tmp_path), "--index", str(index)]) == 0
+    assert "imported 1 memories" in capsys.readouterr().out
+    assert index.exists() and not (tmp_path / "chroma" / "affect-memory-index.sqlite3").exists()
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder, index=str(index)) as memory:
+        assert memory.index.lexical_search("ann", "bees", 5).ids == ["r1"]
