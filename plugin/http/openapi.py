@@ -14,6 +14,7 @@ from typing import Any
 
 from affect_memory.http.exposure import DEFAULT_HOST, DEFAULT_PORT
 from affect_memory.kernel import __version__
+from affect_memory.kernel.bounds import MAX_CONVERSATION_ID_CHARS
 from affect_memory.kernel.models import MAX_TEXT_CHARS
 from affect_memory.kernel.retrieval import RetrievalWeights
 from affect_memory.memory.export import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
@@ -230,7 +231,12 @@ def _parameter(name: str, where: str, schema: dict[str, Any], text: str) -> dict
 
 _USER = _parameter("user_id", "path", _IDENTIFIER, "Whose data: every call is scoped to one user.")
 _MEMORY = _parameter("memory_id", "path", _IDENTIFIER, "A memory id of that user.")
-_CONVERSATION = _parameter("conversation_id", "path", _IDENTIFIER, "A conversation of that user.")
+_CONVERSATION = _parameter(
+    "conversation_id",
+    "path",
+    {"type": "string", "minLength": 1, "maxLength": MAX_CONVERSATION_ID_CHARS},
+    "A conversation of that user.",
+)
 
 
 def _operation(
@@ -348,8 +354,9 @@ def openapi_document() -> dict[str, Any]:
             }},
             "securitySchemes": {"bearer": {
                 "type": "http", "scheme": "bearer",
-                "description": "Required on every path but /v1/health when the server was "
-                "started with --token (or $AFFECT_MEMORY_TOKEN).",
+                "description": "Required on every path but /v1/health (and the inspector's "
+                "page and assets when it is served) when the server was started with --token "
+                "(or $AFFECT_MEMORY_TOKEN).",
             }},
         },
     }

@@ -17,6 +17,7 @@ from affect_memory.http.context import ServerContext
 from affect_memory.http.memory_records import RECORD_FIELDS
 from affect_memory.http.openapi import openapi_document
 from affect_memory.http.recall import RECALL_FIELDS
+from affect_memory.kernel.bounds import MAX_CONVERSATION_ID_CHARS
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
 from tests.plugin.http.conftest import Api
@@ -149,3 +150,15 @@ def test_every_answer_fits_the_schema_the_document_gives_it(
         context.close()
     statuses = {status for _, _, status in seen}
     assert {200, 201, 404, 422} <= statuses, seen
+
+
+def test_a_conversation_id_is_documented_with_the_length_the_routes_accept() -> None:
+    """A client generated from the document refuses what the routes refuse (over 256)."""
+    lengths = {
+        parameter["schema"]["maxLength"]
+        for route in openapi_document()["paths"].values()
+        for operation in route.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "conversation_id"
+    }
+    assert lengths == {MAX_CONVERSATION_ID_CHARS}
