@@ -1,5 +1,6 @@
 """Arguments and helpers shared by the commands that open a store: the memory (ingest, recall,
-forget, stats, chat, mcp) and the conversation state (chat, mcp, demo, bench)."""
+forget, list, export, erase, stats, migrate, adopt, chat, mcp, serve) and the conversation state
+(chat, mcp, serve, erase)."""
 
 from __future__ import annotations
 
@@ -129,7 +130,8 @@ def check_store_arguments(args: argparse.Namespace) -> None:
 
 
 def open_memory(args: argparse.Namespace, *, create: bool) -> Any:
-    """The ``ChromaMemory`` the arguments name; read-only commands pass ``create=False``."""
+    """The ``ChromaMemory`` the arguments name; ``create=False`` refuses a store that does not
+    exist yet (recall, forget, stats)."""
     from affect_memory.errors import StoreError
     from affect_memory.memory.chroma.location import parse_location
     from affect_memory.memory.store import ChromaMemory

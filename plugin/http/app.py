@@ -3,9 +3,10 @@
 ``create_app`` mounts the memory, recall, user and status routes, the conversation routes
 (``affect_memory.http.conversations``), the inspector's pages when asked
 (``affect_memory.http.inspector``) and ``GET /openapi.json``. Errors never leave as tracebacks:
-a ``ProblemError`` is its own document, routing's 404 and 405 become documents, the project's
-errors map to 422 or 503 (``problems.problem_of``), and ``ProblemBoundary`` turns anything
-else into a 500 whose cause is logged with secrets masked.
+a ``ProblemError`` is its own document, routing's 404 and 405 become documents, a caller's bad
+value maps to 422 and an unusable store to 503 (``problems.problem_of``), and any other error
+is a 500 (``ProblemBoundary`` for anything raised outside them) whose cause is logged with
+secrets masked.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ __all__ = ["HEALTH_PATH", "BearerGuard"]
 _log = logging.getLogger(__name__)
 
 HEALTH_PATH = "/v1/health"
-"""The one path a bearer token is never asked for: a load balancer's probe has none."""
+"""The API path a bearer token is never asked for: a load balancer's probe has none (the
+inspector's page paths are open too when it is served: ``create_app``)."""
 
 
 class BearerGuard:
