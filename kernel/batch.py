@@ -66,7 +66,8 @@ _FULL_SORT_BELOW: Final = 512
 
 _BLOCK_MAXIMA: Final = 1024
 _BLOCK_MAXIMA_FROM: Final = 16384
-"""From this many candidates the top-k threshold is bounded by 1024 block maxima first."""
+"""From this many candidates, for a reach of at most a quarter of ``_BLOCK_MAXIMA``, the top-k
+threshold is bounded by 1024 block maxima first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +502,9 @@ def _top_k(ids: npt.NDArray[Any], scores: FloatArray, limit: int) -> IndexArray:
 
 
 def _reaching(scores: FloatArray, reach: int) -> IndexArray:
-    """Ascending indices of every score >= the ``reach``-th largest (all its ties included)."""
+    """Ascending indices of every score >= the ``reach``-th largest (all its ties included),
+    and possibly a few below it (at most ``4 * reach + 64`` in all) when a block-maxima bound
+    was tight enough to stop at."""
     n = scores.shape[0]
     if reach >= n:
         return np.arange(n, dtype=np.intp)

@@ -531,7 +531,7 @@ class AffectEngine:
 
     def _checked(self, found: object, kind: type[Any]) -> list[Any]:
         """The retriever's answer as a list of ``kind``, refused whole when malformed or over
-        the limit; memories whose text the history window already shows are left out."""
+        the limit (the callers then leave out what the history window already shows)."""
         cap = self._limits.max_retrieval_candidates
         if not isinstance(found, list | tuple):
             raise MalformedOutputError(

@@ -176,8 +176,9 @@ class MemoryRetriever(Protocol):
 class RankedRetriever(Protocol):
     """A retriever that ranks its own memories: a turn takes its order as it is.
 
-    An engine given one asks it instead of ``retrieve`` and does not rank a second time, so a
-    turn surfaces exactly what the retriever's own search would return for the same query.
+    An engine given one asks it instead of ``retrieve`` and does not rank a second time: a
+    turn takes the retriever's order as it is, less the memories the history window already
+    shows (``skip_history_echoes``), cut to the turn's limit.
     """
 
     async def retrieve_ranked(self, request: RetrievalInput) -> Sequence[ScoredCandidate]:

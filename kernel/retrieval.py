@@ -60,7 +60,8 @@ PositiveUnit = Annotated[UnitInterval, AfterValidator(_positive)]
 class RetrievalWeights(ParameterModel):
     """The constants of the memory scorer; see docs/kernel/constants.md.
 
-    The gains (significance, recall, episode) are not capped at 1: fitting explores up to 2.
+    The gains (significance, recall, episode) are not capped at 1 (fitting explores the
+    significance weight up to 2).
     """
 
     recency_horizon_days: PositiveFloat = 60.0

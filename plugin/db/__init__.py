@@ -10,4 +10,5 @@ __all__ = ["DEFAULT_POOL_SIZE"]
 DEFAULT_POOL_SIZE = 10
 """Connections a pool keeps per process, for both databases and both users (the state store
 and the memory index): PostgreSQL's open sessions at most, SQLite's worker threads and idle
-connections. A state store's ``pool_size`` (``?pool_size=N`` in its URL) overrides it."""
+connections. A PostgreSQL state store's ``pool_size`` (``?pool_size=N`` in its URL) overrides
+it; a SQLite state store always uses it."""

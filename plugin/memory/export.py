@@ -33,7 +33,8 @@ MAX_LIST_LIMIT = 1000
 """Most memories one ``list`` call returns."""
 
 EXPORT_PAGE = 500
-"""Memories an export reads per page (one index read and one Chroma read each)."""
+"""Memories an export reads per page (two index reads, ids then counts, and the Chroma gets
+of those ids)."""
 
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:

@@ -18,7 +18,7 @@ to get kernel candidates: the query's whole recall pool, prepared as recall scor
 ranking them with the kernel gives recall's scores; an engine turn takes the top of the same
 ranking through ``retrieve`` or ``retrieve_ranked``.
 
-This facade is about 870 lines because it is what users call: every method checks its
+This facade is about 900 lines because it is what users call: every method checks its
 arguments and delegates (rows, ranking, collections, writes, turn writes), and each keeps the
 full docstring of its contract.
 """

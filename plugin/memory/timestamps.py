@@ -5,7 +5,7 @@ seconds (int or float, never bool). The canonical text is UTC with microseconds 
 explicit offset, ``2026-01-02T03:04:05.123456+00:00`` (what ``datetime.isoformat`` writes
 for ``timespec="microseconds"``); the epoch is that instant in seconds, derived from the
 canonical text. The text is authoritative: a float64 epoch holds every microsecond until
-about 2255 and is within a few microseconds after that, enough for recency in days.
+about 2242 and is within 15 microseconds up to 9999, enough for recency in days.
 Naive, unparsable, non-finite or out-of-range values (years outside 1970-9999 in UTC)
 raise ``TimestampError``, and so do strings with anything but printable ASCII (Python's
 ``fromisoformat`` would read ``'...Z\x00'`` as a timestamp) and zoned ``datetime``s whose wall

@@ -14,8 +14,9 @@ is the deliberate way to hold a conversation for a turn with transactions kept s
 
 Because the lock belongs to the session, the commit is written on the session that holds it:
 if that connection drops (worker killed, network cut, server restart) the server frees the
-lock and the dead connection cannot commit either, so no second writer can ever slip in
-between a turn's load and its commit. A worker that dies mid-turn closes its socket and the
+lock and the dead connection cannot commit either, so no second turn can ever slip in
+between a turn's load and its commit (``erase_user`` takes no conversation lock: a turn in
+flight while its conversation is erased still commits). A worker that dies mid-turn closes its socket and the
 server ends the session, releasing the conversation at once; for a host that vanishes
 without closing its sockets, server-side TCP keepalives set on every session (about 25 s)
 end it.
@@ -34,9 +35,9 @@ Durability: a returned commit is a committed PostgreSQL transaction (with the se
 conversation ids and outbox ids or topics containing one are refused before anything is
 written.
 
-The module is about 460 lines because the store's every method runs under the locking and
-reconnection rules above, on one leased connection; split, a method could be read without the rule
-it depends on.
+The module is about 520 lines because the store's every method runs under the locking and
+reconnection rules above (a turn's on one leased connection, the rest on pooled ones); split, a
+method could be read without the rule it depends on.
 """
 
 from __future__ import annotations

@@ -312,7 +312,8 @@ class Sessions:
             raise StateStoreError(f"the store on {self._backing} is closed") from error
 
     async def pooled(self, work: Callable[[Connection], _T], what: str) -> _T:
-        """Run ``work`` on any pooled connection (outbox calls, which need no lock)."""
+        """Run ``work`` on any pooled connection (calls that need no conversation lock: the
+        outbox, user links, erasure, history)."""
         deadline = time.monotonic() + self._lock_timeout
 
         def call() -> _T:

@@ -3,13 +3,15 @@
 A conversation is held for the length of a turn by an OS file lock
 (``flock`` on ``<db>.locks/<sha256(conversation id)>.lock``), which the kernel releases when
 its owner dies, so no stale lock outlives a crashed process. SQLite itself is only ever
-held for short transactions: one read at load, one ``BEGIN IMMEDIATE`` write at commit
+held for short transactions: a few autocommit reads at load (state, transcript and what the
+commit checks), one ``BEGIN IMMEDIATE`` write at commit
 holding the new state, every message of the turn, its outbox rows and its history row (the
 mood after it, ``affect_memory.state.turn_history``). Different
 conversations therefore never wait on each other for longer than a commit.
 
 Waiting is bounded: a turn waits at most ``lock_timeout`` seconds for its conversation
-(then ``LockTimeoutError`` names it), a commit at most ``busy_timeout`` for the write lock.
+(then ``LockTimeoutError`` names it), a commit at most ``busy_timeout`` for the OS write lock,
+then at most ``busy_timeout`` again for SQLite's.
 
 Removing a lock file while it is held (a clean-up of "stale" locks) lets the next turn in
 beside the holder; no update is lost even then. A waiter whose file was removed or replaced
@@ -25,12 +27,11 @@ being killed at any point; after a power loss or OS crash the last few commits m
 rolled back (never half-applied). Pass ``synchronous="FULL"`` to trade speed for that.
 Single host only: file locks and WAL need every process on one machine and a local disk.
 
-The store and its transaction stay in one module (about 470 lines) because they share private
-state: what a transaction first read, checked again at commit, and the store's read cache.
 Locks, connections, the read cache and the schema are modules of their own.
 
-The module is about 540 lines because the store's methods share the file-lock and short-transaction
-rules above; split, a method could be read without the rule it depends on.
+The module is about 580 lines because the store and its transaction share private state (what a
+transaction first read, checked again at commit, and the store's read cache) and the file-lock
+and short-transaction rules above; split, a method could be read without the rule it depends on.
 """
 
 from __future__ import annotations
@@ -447,8 +448,8 @@ class SQLiteStateStore(ClosingStore):
         """Check and serialize a commit here; the returned work only writes.
 
         With ``seen`` (what the transaction read), the write is refused if the conversation
-        changed since: only a turn that got past a removed lock file can have changed it, and
-        writing over its commit would lose that turn.
+        changed since: a turn that got past a removed lock file, or an ``erase_user`` meanwhile,
+        changed it, and writing over that would lose the turn or bring erased data back.
         """
         now = self._clock()
         prepared = prepare_commit(state, messages, outbox, now)

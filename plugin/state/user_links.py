@@ -9,8 +9,8 @@ keep a ``conversation_users`` table of ``(conversation_id, user_id)`` links, fil
 * ``link_user(conversation_id, user_id)`` links one explicitly (a conversation whose turns owe
   no memory writes).
 
-``erase_user`` removes, in one transaction, every linked conversation's state, transcript and
-outbox items, every other outbox item that names the user, and the links.
+``erase_user`` removes, in one transaction, every conversation linked to the user or holding an
+outbox item that names them: its state, transcript, history, outbox items and every link to it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class StateErasure:
     messages: int
     """Transcript messages removed."""
     outbox_items: int
-    """Outbox items removed (of those conversations, or naming the user elsewhere)."""
+    """Outbox items removed (every item of those conversations)."""
 
 
 def check_user_id(user_id: object) -> str:

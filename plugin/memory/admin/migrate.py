@@ -84,7 +84,8 @@ __all__ = [
 ]
 
 MIGRATION_PAGE = 1_000
-"""Rows read, written or deleted per Chroma call (well under the 5,461-record batch limit)."""
+"""Rows copied or deleted per Chroma call (well under the 5,461-record batch limit; the check
+after a copy lists ids 10,000 per call)."""
 
 
 

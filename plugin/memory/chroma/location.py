@@ -16,8 +16,9 @@ it is handed out.
 An embedded store keeps the HNSW indexes of recently used collections in an LRU cache that
 counts indexes, not bytes (chromadb 1.5.9 ignores ``chroma_segment_cache_policy`` and
 ``chroma_memory_limit_bytes``): it holds ``RLIMIT_NOFILE // 5`` of them, read once when the
-path is first opened in the process. ``index_cache=N`` bounds it by lowering the soft open-file
-limit to ``5 * N`` for the moment the client is built, and restoring it at once. Each loaded
+path is first opened in the process. ``index_cache=N`` bounds it by setting the soft open-file
+limit to ``5 * N`` (at least the files open + 64, at most the hard limit) for the moment the
+client is built, and restoring it at once. Each loaded
 index costs about 2.6 MB plus 2.7 KB per memory (384 dimensions, 32 neighbours). A server's
 cache is set in the YAML file given to ``chroma run`` (docs/evaluation/performance.md).
 """

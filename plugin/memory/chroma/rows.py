@@ -7,8 +7,8 @@ left out, logged by id and listed as skipped: one bad row must not fail a user's
 or read. Timestamps are not parsed: the epoch float stored at write time feeds the scorer.
 
 A query's rows become kernel ``CandidateColumns`` (what recall ranks; the recall pipeline turns
-the ranked ones into the engine's ``MemoryCandidate``s); a ``get`` becomes records, ids, recall
-marks or snapshots.
+the ranked ones into the engine's ``MemoryCandidate``s); a ``get`` becomes records, ids or
+snapshots.
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ from affect_memory.memory.records import MAX_RECALL_COUNT, MemoryRecord
 from affect_memory.memory.timestamps import MAX_EPOCH
 
 __all__ = [
-    "RecallMark",
     "StoredRow",
     "StoredRows",
     "check_owners",
     "ids_of",
-    "recall_marks",
     "records_of",
     "row_problem",
     "rows_from_query",
@@ -291,32 +289,6 @@ def records_of(got: Mapping[str, Any], user_id: str) -> dict[str, MemoryRecord]:
                 explain_error(error.errors()[0])[0],
             )
     return records
-
-
-@dataclass(frozen=True, slots=True)
-class RecallMark:
-    """What a turn's write reads of one memory: its recall count and the turns already applied."""
-
-    recall_count: int | None
-    """The stored count, or None when it is malformed (not an int in [0, 2**53 - 1])."""
-    stored_count: object
-    """The stored value as it is, for a warning about a malformed one."""
-    turns: tuple[object, ...]
-    """Ids of the latest turns whose writes this memory already carries."""
-
-
-def recall_marks(got: Mapping[str, Any]) -> dict[str, RecallMark]:
-    """The recall marks a ``get`` (metadatas) found, by id."""
-    marks: dict[str, RecallMark] = {}
-    for ident, meta in zip(got["ids"], got["metadatas"], strict=True):
-        meta = meta or {}
-        turns = meta.get("recall_turns") or []
-        count = meta.get("recall_count", 0)
-        valid = type(count) is int and 0 <= count <= MAX_RECALL_COUNT
-        marks[ident] = RecallMark(
-            count if valid else None, count, tuple(turns) if isinstance(turns, list) else ()
-        )
-    return marks
 
 
 StoredRow = tuple[str, dict[str, Any], Any]

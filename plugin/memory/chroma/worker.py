@@ -37,7 +37,7 @@ class StoreWorker:
     """A lazily started thread that runs one store's blocking calls in order."""
 
     def __init__(self, name: str) -> None:
-        """``name`` labels the thread (``affect-memory store-N NAME``, N unique per process)."""
+        """``name`` labels the thread (``affect-memory store-N NAME_0``, N unique per process)."""
         self._name = f"store-{next(_NUMBERS)} {name}"
         self._executor: ThreadPoolExecutor | None = None
         self._guard = threading.Lock()
@@ -45,7 +45,7 @@ class StoreWorker:
 
     @property
     def thread_name_prefix(self) -> str:
-        """The worker thread's name."""
+        """The prefix of the worker thread's name (the thread is ``<prefix>_0``)."""
         return f"affect-memory {self._name}"
 
     async def run(self, call: Callable[[], _T]) -> _T:

@@ -4,8 +4,10 @@ Per user it holds what Chroma cannot serve: BM25 over the memories' texts
 (``lexical_search``), the authoritative recall counts and last-recalled times
 (``rehearsal``, incremented atomically by ``record_recalls``) and the newest memory's time
 (``newest_epoch``); ``pool_search`` reads a hybrid query's lexical search and its pool's rows
-in one snapshot. Every Chroma write goes through ``writing`` (the journal), so the index
-holds exactly the ids and texts Chroma holds, whatever was killed when.
+in one snapshot. Every Chroma write goes through ``writing`` (the journal), except segment
+repair's re-upsert of rows as they were, which holds the user's lock and re-reads the rows
+(``index_held``); so the index holds exactly the ids and texts Chroma holds, whatever was
+killed when.
 
 Before a user's first read in a process, and whenever the journal shows an entry a dead writer
 left, the index settles that user against Chroma (if no live writer holds the user's lock;
@@ -89,7 +91,8 @@ class IndexAudit:
     """Memory id -> ``(text, timestamp, significance, valence, episode, epoch)`` as the index
     holds them for ranking (NULL fields as None), to compare with Chroma's row."""
     embeddings: dict[str, bytes | None] = field(default_factory=dict)
-    """Memory id -> the embedding the index holds (little-endian float32 bytes, or None)."""
+    """Memory id -> the embedding the index holds (little-endian float32 bytes, float64 where
+    Chroma's values are not float32, or None)."""
 
 
 class MemoryIndex:
@@ -438,8 +441,8 @@ class MemoryIndex:
 
         An id the index lacks is counted once the index holds it: the call waits for the
         user's writers and indexes what Chroma holds, so an add another worker has made but
-        not yet settled (or died settling) loses no recall; only an id Chroma lacks too is
-        reported missing.
+        not yet settled (or died settling) loses no recall. An id is reported missing when
+        Chroma lacks it too, or while a write or forget of it waits for its due time.
         """
         user_id = check_user(user_id)
         wanted = check_ids(ids, "recalled_ids")

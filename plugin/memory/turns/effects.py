@@ -1,11 +1,11 @@
-"""Memory writes a committed turn owes Chroma, carried through the state store's outbox.
+"""Memory writes a committed turn owes the memory, carried through the state store's outbox.
 
 A committed turn owes two writes: every memory it surfaced gets ``recall_count + 1`` and
 ``last_recalled_at``, and the user's message becomes a new memory. Both are planned into the
 turn's own commit as one outbox item, applied right after it, and replayed from the outbox when
 the memory is next opened, so a Chroma outage or a crash between commit and write loses
-nothing. Applying an item twice is harmless: ids are deterministic and ``apply_turn_writes``
-skips memories that already carry the turn.
+nothing. Applying an item twice is harmless: ids are deterministic, and the index counts each
+(memory, turn) once (its recall counts live there, not in Chroma's rows).
 """
 
 from __future__ import annotations

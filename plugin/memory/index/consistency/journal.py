@@ -16,7 +16,8 @@ with the announced counts when Chroma's row is the announced one (see
 user's lock, so a live writer's entries are never taken for a dead one's.
 
 A Chroma call that timed out may still land later (a server finishes what it received), so
-its entries are left for ``AMBIGUOUS_GRACE`` seconds before anyone reconciles them.
+its entries are left for the Chroma timeout plus ``AMBIGUOUS_GRACE`` seconds before anyone
+reconciles them.
 """
 
 from __future__ import annotations

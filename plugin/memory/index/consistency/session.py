@@ -1,13 +1,14 @@
 """A write session: one user's lock held while their memories change in Chroma and the index.
 
 ``MemoryIndex.writing`` opens one around every Chroma write of a user (``BatchWriter``'s
-add and upsert and their undo, ``forget``). On entry it takes the user's lock and settles
+add and upsert and their undo, ``forget``; segment repair re-upserts rows as they were under
+the user's lock alone, then re-reads them). On entry it takes the user's lock and settles
 whatever an earlier writer left (journal entries, a missing backfill); each change is then
 announced, made in Chroma by the caller, and settled
 (``affect_memory.memory.index.consistency.journal``). If the block fails between an announcement
 and its settlement, the exit reconciles the open entries against Chroma at once, or, when Chroma's
-answer may still change (a timeout: the call may land later), leaves them for ``AMBIGUOUS_GRACE``
-seconds.
+answer may still change (Chroma unavailable or timed out: the call may land later), leaves them
+for the Chroma timeout plus ``AMBIGUOUS_GRACE`` seconds.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The postings of the terms a process searches are kept in a bounded cache
 (``PostingsCache``), so a common term (a speaker's name in half of the memories) is read from
-the database once, not on every query. A user whose postings fit a quarter of the cache is
-read whole on its first miss (one ordered scan instead of one long read per new term): later
+the database once, not on every query. A user whose total length in terms (never less than their
+postings) is at most a quarter of the cache is read whole on its first miss (one ordered scan instead of one long read per new term): later
 searches then read nothing but the user's totals and the winners' ids.
 
 The cache never serves a stale posting: each user's postings have a ``generation``, bumped by
@@ -66,7 +66,8 @@ __all__ = [
 ]
 
 CACHE_POSTINGS = 2_000_000
-"""Postings a cache holds at most (24 bytes each: about 48 MB), least recently used out."""
+"""Postings a cache holds at most (24 bytes each, 32 once a search has weighed them: about
+48-64 MB), least recently used out."""
 
 WHOLE_USER_SHARE = 4
 """A user is read whole when their postings are at most this fraction (1/4) of the cache."""
@@ -153,7 +154,8 @@ class PostingsCache:
             return _Lookup(cached.generation, cached.complete, found)
 
     def holds_whole(self, total_length: int) -> bool:
-        """Whether a user with ``total_length`` postings at most is read whole."""
+        """Whether a user whose memories hold ``total_length`` terms in all (repeats counted,
+        so at least their postings) is read whole."""
         return self.whole_users and total_length <= self.capacity // WHOLE_USER_SHARE
 
     def store(self, key: int, seen: int | None, fresh: _UserPostings) -> None:

@@ -152,7 +152,8 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "ALTER TABLE index_docs ADD COLUMN significance DOUBLE PRECISION",
             "ALTER TABLE index_docs ADD COLUMN valence DOUBLE PRECISION",
             "ALTER TABLE index_docs ADD COLUMN episode INTEGER",
-            # little-endian float32 bytes (BYTEA: PostgreSQL's type; SQLite keeps a blob as is)
+            # little-endian float32 bytes, or float64 where Chroma's values are not float32
+            # (``embedding_bytes``; BYTEA: PostgreSQL's type; SQLite keeps a blob as is)
             "ALTER TABLE index_docs ADD COLUMN embedding BYTEA",
             # 0: the user's documents were indexed before migration 3 (a backfill fills them)
             "ALTER TABLE index_users ADD COLUMN ranked_fields INTEGER NOT NULL DEFAULT 0",
@@ -208,7 +209,7 @@ def user_key(collection: str) -> int:
     """The user's key in every table: the first 63 bits of the SHA-256 of the collection name.
 
     Two collections sharing a key is refused by ``index_users.collection``'s uniqueness
-    (about 1 in 10^8 at a million users), never merged.
+    (about 1 in 2 x 10^7 at a million users), never merged.
     """
     return int.from_bytes(hashlib.sha256(collection.encode("utf-8")).digest()[:8], "big") >> 1
 

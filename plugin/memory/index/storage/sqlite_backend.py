@@ -155,7 +155,8 @@ class SQLiteBackend:
                 raise StoreError(f"memory index {self.describe()}: {error}") from error
 
     def read(self, work: Callable[[_SQLiteTx], _T]) -> _T:
-        """``work`` in one deferred transaction: one snapshot (WAL), never waiting for writers."""
+        """``work`` in one deferred transaction: one snapshot (WAL), never waiting for writers
+        of a file (the in-memory database serialises reads and writes)."""
         return self._transaction(False, work)
 
     def write(self, work: Callable[[_SQLiteTx], _T]) -> _T:
