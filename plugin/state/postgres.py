@@ -12,11 +12,11 @@ generation. A transaction-scoped lock (``pg_advisory_xact_lock``, ``SELECT … F
 would have to keep a transaction open across generation to last the turn; the session lock
 is the deliberate way to hold a conversation for a turn with transactions kept short.
 
-Because the lock belongs to the session, the commit is written on the session that holds it:
-if that connection drops (worker killed, network cut, server restart) the server frees the
-lock and the dead connection cannot commit either, so no second turn can ever slip in
-between a turn's load and its commit (``erase_user`` takes no conversation lock: a turn in
-flight while its conversation is erased still commits). A worker that dies mid-turn closes its socket and the
+Because the lock belongs to the session, the commit is written on the session that holds it: if
+that connection drops (worker killed, network cut, server restart) the server frees the lock and
+the dead connection cannot commit either, so no second turn can ever slip in between a turn's
+load and its commit (``erase_user`` takes no conversation lock: a turn in flight while its
+conversation is erased still commits). A worker that dies mid-turn closes its socket and the
 server ends the session, releasing the conversation at once; for a host that vanishes
 without closing its sockets, server-side TCP keepalives set on every session (about 25 s)
 end it.

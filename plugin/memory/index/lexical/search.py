@@ -1,10 +1,10 @@
 """Lexical search: one user's memories ranked by BM25 for a query, read in one snapshot.
 
-The postings of the terms a process searches are kept in a bounded cache
-(``PostingsCache``), so a common term (a speaker's name in half of the memories) is read from
-the database once, not on every query. A user whose total length in terms (never less than their
-postings) is at most a quarter of the cache is read whole on its first miss (one ordered scan instead of one long read per new term): later
-searches then read nothing but the user's totals and the winners' ids.
+The postings of the terms a process searches are kept in a bounded cache (``PostingsCache``), so
+a common term (a speaker's name in half of the memories) is read from the database once, not on
+every query. A user whose total length in terms (never less than their postings) is at most a
+quarter of the cache is read whole on its first miss (one ordered scan instead of one long read
+per new term): later searches then read nothing but the user's totals and the winners' ids.
 
 The cache never serves a stale posting: each user's postings have a ``generation``, bumped by
 every transaction that changes them, which logs the documents it touched (``index_changes``);
