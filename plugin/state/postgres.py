@@ -15,11 +15,11 @@ is the deliberate way to hold a conversation for a turn with transactions kept s
 Because the lock belongs to the session, the commit is written on the session that holds it: if
 that connection drops (worker killed, network cut, server restart) the server frees the lock and
 the dead connection cannot commit either, so no second turn can ever slip in between a turn's
-load and its commit (``erase_user`` takes no conversation lock: a turn in flight while its
-conversation is erased still commits). A worker that dies mid-turn closes its socket and the
-server ends the session, releasing the conversation at once; for a host that vanishes
-without closing its sockets, server-side TCP keepalives set on every session (about 25 s)
-end it.
+load and its commit (``erase_user`` takes the locks of the conversations it erases too, so a
+turn in flight commits first and is erased with the rest). A worker that dies mid-turn closes
+its socket and the server ends the session, releasing the conversation at once; for a host that
+vanishes without closing its sockets, server-side TCP keepalives set on every session (about 25
+s) end it.
 
 Waiting is bounded: turns of one conversation in one process queue on an in-process gate (so
 waiters do not each hold a pooled connection), then on the server lock with ``lock_timeout``
@@ -317,19 +317,35 @@ class PostgresStateStore(ClosingStore):
     async def erase_user(self, user_id: str) -> StateErasure:
         """Remove, in one transaction, the state, transcript and outbox items of every
         conversation of ``user_id`` and every outbox item naming them
-        (``affect_memory.state.user_links``); running it again removes nothing more."""
+        (``affect_memory.state.user_links``); running it again removes nothing more.
+
+        It first takes each of those conversations' advisory locks for its transaction, so a
+        turn in flight on one commits first and is erased with the rest (it would otherwise
+        commit after the erasure, from the state it loaded before), and a turn that starts
+        meanwhile waits and then finds nothing. Waiting is bounded by ``lock_timeout``.
+        """
         user_id = check_user_id(user_id)
         statements, history = self._user_sql, self._history
+        wait = f"{max(1, int(self._lock_timeout * 1000))}ms"
 
         def erase(connection: Connection) -> StateErasure:
             with connection.transaction():
-                linked = {
-                    row[0] for row in connection.execute(statements["linked"], (user_id,))
-                }
-                items, named = outbox_naming(
-                    connection.execute(statements["outbox"]).fetchall(), user_id
-                )
-                conversations = sorted(linked | named)
+                connection.execute("SELECT set_config('lock_timeout', %s, true)", (wait,))
+                held: set[str] = set()
+                while True:  # a turn that commits while this waits may name another one
+                    linked = {
+                        row[0] for row in connection.execute(statements["linked"], (user_id,))
+                    }
+                    items, named = outbox_naming(
+                        connection.execute(statements["outbox"]).fetchall(), user_id
+                    )
+                    conversations = sorted(linked | named)
+                    fresh = [ident for ident in conversations if ident not in held]
+                    if not fresh:
+                        break
+                    for key in sorted(conversation_lock_key(self._schema, c) for c in fresh):
+                        connection.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                    held.update(fresh)
                 messages = connection.execute(statements["messages"], (conversations,)).rowcount
                 outbox = connection.execute(statements["outbox_of"], (conversations,)).rowcount
                 outbox += connection.execute(statements["outbox_ids"], (sorted(items),)).rowcount
