@@ -22,8 +22,9 @@ __all__ = [
     "open_state",
 ]
 
-def add_store_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--data-dir``, ``--chroma``, ``--collection``, ``--timeout`` and ``--index``."""
+def add_store_arguments(parser: argparse.ArgumentParser, *, index: bool = True) -> None:
+    """Add ``--data-dir``, ``--chroma``, ``--collection``, ``--timeout`` and, unless ``index``
+    is False (a command that never opens the memory index), ``--index``."""
     from affect_memory.memory.chroma.layout import DEFAULT_COLLECTION
     from affect_memory.memory.chroma.location import DEFAULT_TIMEOUT
 
@@ -55,6 +56,8 @@ def add_store_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"longest wait for one Chroma server request (default {DEFAULT_TIMEOUT:g})",
     )
+    if not index:
+        return
     parser.add_argument(
         "--index",
         metavar="URL",

@@ -26,7 +26,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "reports the users."
         ),
     )
-    add_store_arguments(parser)
+    add_store_arguments(parser, index=False)  # migrating moves Chroma rows only
     parser.add_argument(
         "--store",
         type=Path,

@@ -20,3 +20,12 @@ def test_a_bad_batch_is_refused_naming_the_batch_flag_not_page(
         f"got {batch}"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_offers_no_index_flag_since_it_never_opens_the_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["migrate", "--data-dir", str(tmp_path), "--index", str(tmp_path / "i.sqlite3")])
+    assert exited.value.code == 2 and "unrecognized arguments: --index" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
