@@ -68,6 +68,7 @@ class BearerGuard:
     """ASGI middleware: HTTP requests without ``Authorization: Bearer <token>`` get 401."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
+        """Guard ``app``: every HTTP request must carry ``token``."""
         self._app = app
         self._token = token.encode("ascii")
 
@@ -94,6 +95,7 @@ class ScreenedBodies:
     """
 
     def __init__(self, app: ASGIApp, *, limit: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
+        """Screen ``app``'s request bodies of up to ``limit`` bytes."""
         self._app = app
         self._limit = limit
 

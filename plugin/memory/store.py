@@ -141,6 +141,8 @@ class ChromaMemory:
         index: str | os.PathLike[str] | None = None,
         analyser: QueryAnalyser | None = None,
     ) -> None:
+        """Open (or, with ``create``, make) the store at ``location`` (the class says what
+        each argument does); a bad argument is refused before anything is opened."""
         self._prefix = check_prefix(collection)
         lacking = [
             method

@@ -262,6 +262,7 @@ def read_version(
     return 0 if row is None or row[0] is None else int(row[0])
 
 def refuse_unknown(version: int | None, *, schema: str, display: str) -> None:
+    """Refuse a schema whose version this code cannot read (newer, or not a version)."""
     if version is not None and not 0 <= version <= SCHEMA_VERSION:
         raise StateStoreError(
             f"PostgreSQL schema {schema!r} at {display} has schema version "

@@ -147,6 +147,7 @@ class Sessions:
         self._pool.close()
 
     def check_open(self) -> None:
+        """Refuse to work once the store is closed."""
         if self._closed:
             raise StateStoreError(f"the store on {self._backing} is closed")
 
@@ -305,6 +306,7 @@ class Sessions:
     def submit(
         self, executor: concurrent.futures.ThreadPoolExecutor, work: Callable[[], _T]
     ) -> concurrent.futures.Future[_T]:
+        """Run ``work`` on ``executor``; a closed store raises ``StateStoreError``."""
         self.check_open()
         try:
             return executor.submit(work)

@@ -101,6 +101,7 @@ class PathLock:
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, directory: Path) -> None:
+        """Take the lock on ``directory``, or share this process's hold on it."""
         self._key = os.path.realpath(directory)
         self._released = False
         with PathLock._guard:
