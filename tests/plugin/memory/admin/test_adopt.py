@@ -298,30 +298,44 @@ def test_adopting_one_of_our_own_user_collections_is_refused_in_one_line(
         assert memory.count("bob") == 0 and memory.count("alice") == 1
 
 
+def _raw_collection(
+    path: Path,
+    embedder: SentenceTransformerEmbedder,
+    texts: list[str],
+    metadatas: list[dict[str, Any]],
+) -> None:
+    """A collection ``raw`` written with raw chromadb at ``path``: ids r1, r2, ... of ``texts``."""
+    client = chromadb.PersistentClient(
+        path=str(path), settings=Settings(anonymized_telemetry=False)
+    )
+    raw = client.create_collection(
+        "raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+    )
+    raw.add(
+        ids=[f"r{at}" for at in range(1, len(texts) + 1)],
+        embeddings=embedder.embed_documents(texts),
+        documents=texts,
+        metadatas=metadatas,
+    )
+    client.close()
+
+
 def test_the_survey_counts_only_rows_import_writes_and_prints_no_raw_control_byte(
     tmp_path: Path, embedder: SentenceTransformerEmbedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from affect_memory.cli.main import main
 
-    client = chromadb.PersistentClient(
-        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
-    )
-    raw = client.create_collection(
-        "raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
-    )
-    texts = ["I keep bees.", "Bees again.", "Nul user.", "Escape user."]
-    raw.add(
-        ids=["r1", "r2", "r3", "r4"],
-        embeddings=embedder.embed_documents(texts),
-        documents=texts,
-        metadatas=[
+    _raw_collection(
+        tmp_path / "chroma",
+        embedder,
+        ["I keep bees.", "Bees again.", "Nul user.", "Escape user."],
+        [
             {"user": "ann", "when": 1780000000},
             {"user": "ann", "when": 1780000000, "significance": 5.0},  # import refuses it
             {"user": "n\x00l", "when": 1780000000},  # a NUL: no user id
             {"user": "e\x1bsc", "when": 1780000000},  # a valid id with a control character
         ],
     )
-    client.close()
     fields = ["--user-field", "user", "--timestamp-field", "when", "--data-dir", str(tmp_path)]
     assert main(["adopt", "raw", *fields, "--json"]) == 0
     survey = json.loads(capsys.readouterr().out)
@@ -342,19 +356,9 @@ def test_an_import_writes_the_memory_index_that_index_names(
 ) -> None:
     from affect_memory.cli.main import main
 
-    client = chromadb.PersistentClient(
-        path=str(tmp_path / "chroma"), settings=Settings(anonymized_telemetry=False)
+    _raw_collection(
+        tmp_path / "chroma", embedder, ["I keep bees."], [{"user": "ann", "when": 1780000000}]
     )
-    raw = client.create_collection(
-        "raw", configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
-    )
-    raw.add(
-        ids=["r1"],
-        embeddings=embedder.embed_documents(["I keep bees."]),
-        documents=["I keep bees."],
-        metadatas=[{"user": "ann", "when": 1780000000}],
-    )
-    client.close()
     index = tmp_path / "elsewhere.sqlite3"
     argv = ["adopt", "raw", "--user-field", "user", "--timestamp-field", "when", "--import"]
     assert main([*argv, "--data-dir", str(tmp_path), "--index", str(index)]) == 0
