@@ -45,8 +45,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "and run conversation turns through the engine. GET /openapi.json describes every "
             "endpoint; every error is an application/problem+json document naming the field. "
             "Loopback (127.0.0.1) by default; any other --host needs --token (or "
-            f"${TOKEN_ENV}), and then every request but a GET of /v1/health (or of the "
-            "inspector's page and assets, with --inspector) must send "
+            f"${TOKEN_ENV}), and then every request but GET /v1/health (and, with "
+            "--inspector, the inspector's page and assets) must send "
             "'Authorization: Bearer TOKEN'. Once it accepts connections it prints one line, "
             "'affect-memory serve: listening on http://HOST:PORT', on stdout."
         ),
