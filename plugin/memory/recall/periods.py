@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import cache
 
@@ -25,36 +25,25 @@ import numpy.typing as npt
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.retrieval import SECONDS_PER_DAY
-from affect_memory.memory.recall.lexicon import load_lexicon
+from affect_memory.memory.recall.lexicon import load_lexicon, normal_phrase, phrase_alternation
 
 __all__ = ["PeriodReader", "days_from_period", "named_period", "period_reader"]
 
 _DIGIT = re.compile(r"\d")
 
 
-def _alternation(words: Sequence[str]) -> str:
-    """Whole words and phrases, longest first, any whitespace inside a phrase."""
-    ordered = sorted(set(words), key=len, reverse=True)
-    return "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word in ordered)
-
-
-def _key(phrase: str) -> str:
-    """A matched phrase as the lexicon writes it: lower case, single spaces."""
-    return " ".join(phrase.lower().split())
-
-
 def _words(data: Mapping[str, object], key: str, where: str) -> list[str]:
     value = data.get(key)
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         raise InvalidInputError(f"{where}.{key} must be a list of non-empty strings")
-    return [_key(item) for item in value]
+    return [normal_phrase(item) for item in value]
 
 
 def _word(data: Mapping[str, object], key: str, where: str) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
         raise InvalidInputError(f"{where}.{key} must be a non-empty string, got {shown(value)}")
-    return _key(value)
+    return normal_phrase(value)
 
 
 def _numbers(
@@ -76,7 +65,7 @@ def _numbers(
                 f"{where}.{key}.{word} must be {'a number' if size == 1 else f'{size} numbers'}, "
                 f"got {shown(numbers)}"
             )
-        found[_key(str(word))] = tuple(float(n) for n in listed)
+        found[normal_phrase(str(word))] = tuple(float(n) for n in listed)
     return found
 
 
@@ -112,8 +101,8 @@ class PeriodReader:
             phrase: (back, until)
             for phrase, (back, until) in _numbers(words, "relative_spans", where, 2).items()
         }  # days back to each span's start and to its end (negative: the end is tomorrow)
-        month = _alternation([*months, *short])
-        ordinal = rf"(?:{_alternation(_words(words, 'ordinal_suffixes', where))})?"
+        month = phrase_alternation([*months, *short])
+        ordinal = rf"(?:{phrase_alternation(_words(words, 'ordinal_suffixes', where))})?"
         of = rf"(?:{re.escape(_word(words, 'of', where))}\s+)?"
         flags = re.IGNORECASE
         self._day_month_year = re.compile(
@@ -124,18 +113,19 @@ class PeriodReader:
         )
         self._month_year = re.compile(rf"\b({month})\.?,?\s+{of}(\d{{4}})\b", flags)
         self._season_year = re.compile(
-            rf"\b({_alternation(list(self._seasons))})\s+{of}(\d{{4}})\b", flags
+            rf"\b({phrase_alternation(list(self._seasons))})\s+{of}(\d{{4}})\b", flags
         )
-        prepositions = _alternation(_words(words, "year_prepositions", where))
+        prepositions = phrase_alternation(_words(words, "year_prepositions", where))
         self._year = re.compile(rf"\b(?:{prepositions})\s+((?:19|20)\d\d)\b", flags)
         plural = re.escape(_word(words, "plural_suffix", where))
         self._ago = re.compile(
-            rf"\b(\d+|{_alternation(list(self._counts))})\s+"
-            rf"({_alternation(list(self._unit_days))})(?:{plural})?\s+"
+            rf"\b(\d+|{phrase_alternation(list(self._counts))})\s+"
+            rf"({phrase_alternation(list(self._unit_days))})(?:{plural})?\s+"
             rf"{re.escape(_word(words, 'ago', where))}\b",
             flags,
         )
-        self._relative = re.compile(rf"\b({_alternation(list(self._relative_spans))})\b", flags)
+        spans = phrase_alternation(list(self._relative_spans))
+        self._relative = re.compile(rf"\b({spans})\b", flags)
 
     def span(self, text: str, now: datetime) -> tuple[float, float] | None:
         """The span ``text`` names, as epoch seconds ``(start, end)`` (end exclusive), or None.
@@ -152,7 +142,7 @@ class PeriodReader:
             first, second, year = found.groups()
             day, month = (first, second) if day_first else (second, first)
             try:
-                start = _midnight(int(year), self._month_numbers[_key(month)], int(day))
+                start = _midnight(int(year), self._month_numbers[normal_phrase(month)], int(day))
             except ValueError:  # "31 February, 2023" names no day
                 continue
             return start, start + SECONDS_PER_DAY
@@ -166,10 +156,11 @@ class PeriodReader:
             return day
         found = self._month_year.search(text)
         if found is not None:
-            return _month_span(int(found.group(2)), self._month_numbers[_key(found.group(1))])
+            month = self._month_numbers[normal_phrase(found.group(1))]
+            return _month_span(int(found.group(2)), month)
         found = self._season_year.search(text)
         if found is not None:
-            first, last = self._seasons[_key(found.group(1))]
+            first, last = self._seasons[normal_phrase(found.group(1))]
             year = int(found.group(2))
             if first > last:  # across the new year ("winter 2022": December to February 2023)
                 return _month_span(year, first)[0], _month_span(year + 1, last)[1]
@@ -186,13 +177,13 @@ class PeriodReader:
         if found is not None:
             count_word = found.group(1).lower()
             count = int(count_word) if count_word.isdigit() else self._counts[count_word]
-            days = self._unit_days[_key(found.group(2))] * count
+            days = self._unit_days[normal_phrase(found.group(2))] * count
             centre = reference - days * SECONDS_PER_DAY
             half = max(1.0, days * 0.25) * SECONDS_PER_DAY  # "3 weeks ago" is give or take 5 days
             return centre - half, centre + half
         found = self._relative.search(text)
         if found is not None:
-            back, until = self._relative_spans[_key(found.group(1))]
+            back, until = self._relative_spans[normal_phrase(found.group(1))]
             return reference - back * SECONDS_PER_DAY, reference - until * SECONDS_PER_DAY
         return None
 

@@ -51,7 +51,7 @@ from typing import Literal, Protocol
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.index.lexical.analyzer import words
-from affect_memory.memory.recall.lexicon import load_lexicon
+from affect_memory.memory.recall.lexicon import load_lexicon, normal_phrase, phrase_alternation
 from affect_memory.memory.recall.periods import PeriodReader, period_reader
 
 __all__ = [
@@ -153,18 +153,8 @@ def owner_name(user_id: str) -> str | None:
     return " ".join(part.capitalize() for part in parts)
 
 
-def _phrases(words: Sequence[str]) -> str:
-    """An alternation of whole words and phrases, longest first, any whitespace inside."""
-    ordered = sorted(set(words), key=len, reverse=True)
-    return "|".join(r"\s+".join(re.escape(part) for part in word.split()) for word in ordered)
-
-
 def _whole(words: Sequence[str]) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w'])(?:{_phrases(words)})(?![\w'])", re.IGNORECASE)
-
-
-def _normal(cue: str) -> str:
-    return _SPACE.sub(" ", cue.strip().lower())
+    return re.compile(rf"(?<![\w'])(?:{phrase_alternation(words)})(?![\w'])", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +178,8 @@ class _Lexicon:
     owner_forms: Mapping[str, Mapping[str, str]]
     """Each way of writing the owner: the text of each role."""
     periods: PeriodReader
-    """The language's date phrases (``periods``): the span a query names."""
-    month_words: frozenset[str]
-    """Month and weekday names: capitalised, yet nobody's name."""
+    """The language's date phrases (``periods``): the span a query names, and the month and
+    weekday names (``calendar_words``: capitalised, yet nobody's name)."""
 
 
 def _strings(data: Mapping[str, object], key: str, where: str) -> list[str]:
@@ -222,14 +211,13 @@ def _lexicon(language: str) -> _Lexicon:
         str(way): {str(role): str(text) for role, text in dict(texts).items()}  # type: ignore[call-overload]
         for way, texts in _mapping(data, "owner_forms", where).items()
     }
-    periods = period_reader(language)
     return _Lexicon(
         state=_whole(_strings(data, "state_words", where)),
         former=_whole(_strings(data, "former_words", where)),
         former_modifiers=tuple(_strings(data, "former_modifiers", where)),
         past_aux=_whole(_strings(data, "past_auxiliaries", where)),
         history=_whole(_strings(data, "history_words", where)),
-        tense_neutral=frozenset(_normal(cue) for cue in _strings(data, "tense_neutral", where)),
+        tense_neutral=frozenset(map(normal_phrase, _strings(data, "tense_neutral", where))),
         present_aux=_present_pattern(_strings(data, "present_auxiliaries", where)),
         perfect_aux=_present_pattern(_strings(data, "perfect_auxiliaries", where)),
         irregular_past=_whole(_strings(data, "irregular_past", where)),
@@ -240,8 +228,7 @@ def _lexicon(language: str) -> _Lexicon:
         ),
         owner_roles=roles,
         owner_forms=forms,
-        periods=periods,
-        month_words=periods.calendar_words,
+        periods=period_reader(language),
     )
 
 
@@ -249,9 +236,9 @@ def _present_pattern(words: Sequence[str]) -> re.Pattern[str]:
     """Auxiliaries, where a clitic ("'s", "'ve") matches at a word's end ("what's", "I've")."""
     clitics = [word for word in words if word.startswith("'")]
     whole = [word for word in words if not word.startswith("'")]
-    parts = [rf"(?<![\w'])(?:{_phrases(whole)})(?![\w'])"] if whole else []
+    parts = [rf"(?<![\w'])(?:{phrase_alternation(whole)})(?![\w'])"] if whole else []
     if clitics:
-        parts.append(rf"(?<=\w)(?:{_phrases(clitics)})\b")
+        parts.append(rf"(?<=\w)(?:{phrase_alternation(clitics)})\b")
     return re.compile("|".join(parts), re.IGNORECASE)
 
 
@@ -288,7 +275,7 @@ class LexiconAnalyser:
         present = tense == "present"
         former = self._former(query, mentions, present)
         state = lex.state.search(query)
-        state_cue = None if state is None else _normal(state.group(0))
+        state_cue = None if state is None else normal_phrase(state.group(0))
         history = self._history(query, present)
         cues = tuple(
             dict.fromkeys(
@@ -330,13 +317,13 @@ class LexiconAnalyser:
         lex = self._lexicon
         found = lex.past_aux.search(query)
         if found is not None:
-            return "past", _normal(found.group(0))
+            return "past", normal_phrase(found.group(0))
         perfect = lex.perfect_aux.search(query) is not None
         present = lex.present_aux.search(query)
         if not perfect:
             found = lex.irregular_past.search(query)
             if found is not None:
-                return "past", _normal(found.group(0))
+                return "past", normal_phrase(found.group(0))
             if present is None:
                 endings, exceptions = lex.not_past
                 for found in lex.regular_past.finditer(query):
@@ -350,7 +337,7 @@ class LexiconAnalyser:
     def _former(self, query: str, mentions: Sequence[re.Match[str]], present: bool) -> str | None:
         lex = self._lexicon
         for found in lex.former.finditer(query):
-            cue = _normal(found.group(0))
+            cue = normal_phrase(found.group(0))
             if not (present and cue in lex.tense_neutral):
                 return cue
         for mention in mentions:  # "my old job", "the user's previous car", "Alice's first"
@@ -358,13 +345,13 @@ class LexiconAnalyser:
                 continue
             after = query[mention.end() :].split()
             if after and after[0].lower().strip(",.?!") in lex.former_modifiers:
-                return f"{_normal(mention.group(0))} {after[0].lower().strip(',.?!')}"
+                return f"{normal_phrase(mention.group(0))} {after[0].lower().strip(',.?!')}"
         return None
 
     def _history(self, query: str, present: bool) -> str | None:
         lex = self._lexicon
         for found in lex.history.finditer(query):
-            cue = _normal(found.group(0))
+            cue = normal_phrase(found.group(0))
             if not (present and cue in lex.tense_neutral):
                 return cue
         return None
@@ -377,13 +364,13 @@ class LexiconAnalyser:
             word = found.group(0).removesuffix("'s").lower()
             if _SENTENCE_START.search(query[: found.start()]):
                 continue
-            if word in owner or word in self._lexicon.month_words or word == "i":
+            if word in owner or word in self._lexicon.periods.calendar_words or word == "i":
                 continue
             return True
         return False
 
     def _role_key(self, text: str) -> str:
-        key = _normal(text)
+        key = normal_phrase(text)
         if key in self._lexicon.owner_roles:
             return key
         return "{name}'s" if key.endswith("'s") else "{name}"
@@ -426,7 +413,8 @@ def _owner_patterns(language: str, user_id: str) -> _Owner:
     month or weekday names nobody ("May" is the month)."""
     lex = _lexicon(language)
     name = owner_name(user_id)
-    if name is not None and any(part.lower() in lex.month_words for part in name.split()):
+    calendar_words = lex.periods.calendar_words
+    if name is not None and any(part.lower() in calendar_words for part in name.split()):
         name = None
     words = [word for word in lex.owner_roles if "{name}" not in word]
     if name is None:
@@ -437,7 +425,7 @@ def _owner_patterns(language: str, user_id: str) -> _Owner:
         if "{name}" in word
         for part in {name, *name.split()}
     ]
-    alternation = _phrases(forms)
+    alternation = phrase_alternation(forms)
     return _whole(words), re.compile(rf"(?<![\w'])(?:{alternation})(?![\w'])"), name
 
 

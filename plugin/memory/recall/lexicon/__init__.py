@@ -3,19 +3,22 @@
 Each ``<language>.json`` holds the query analyser's words (``affect_memory.memory.recall.plan``),
 the date words of the periods a query names (``affect_memory.memory.recall.periods``), the words
 that report a change (``affect_memory.memory.recall.change_cues``) and the life domains with the
-phrases that describe each (``affect_memory.memory.recall.life_topics``).
+phrases that describe each (``affect_memory.memory.recall.life_topics``). ``phrase_alternation``
+and ``normal_phrase`` are how those readers match a word list and name what matched.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 
-__all__ = ["load_lexicon"]
+__all__ = ["load_lexicon", "normal_phrase", "phrase_alternation"]
 
 
 @cache
@@ -29,3 +32,15 @@ def load_lexicon(language: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInputError(f"the recall lexicon {language!r} is not a JSON object")
     return data
+
+
+def phrase_alternation(phrases: Sequence[str]) -> str:
+    """A regular-expression alternation of whole words and phrases, longest first, any
+    whitespace inside a phrase."""
+    ordered = sorted(set(phrases), key=len, reverse=True)
+    return "|".join(r"\s+".join(re.escape(part) for part in phrase.split()) for phrase in ordered)
+
+
+def normal_phrase(text: str) -> str:
+    """A matched word or phrase as a lexicon writes it: lower case, single spaces."""
+    return " ".join(text.lower().split())
