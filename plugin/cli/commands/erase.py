@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from affect_memory.cli.store_options import add_state_argument, add_store_arguments, open_memory
-from affect_memory.data_dir import default_data_dir
 
 __all__ = ["register", "run"]
 
@@ -82,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
 def _has_state(args: argparse.Namespace) -> bool:
     """Whether a state store is named (--state, ``$AFFECT_MEMORY_STATE``) or the default file
     exists: erasing never creates an empty store just to find nothing in it."""
-    from affect_memory.state.location import STATE_ENV
+    from affect_memory.state.location import STATE_ENV, default_state_url
 
     if args.state is not None or os.environ.get(STATE_ENV):
         return True
-    return (Path(args.data_dir or default_data_dir()) / "state.db").exists()
+    return Path(default_state_url(args.data_dir)).exists()
 
 
 def _erase_state(args: argparse.Namespace, user_id: str) -> dict[str, Any]:
