@@ -253,7 +253,7 @@ class PostgresStateStore(ClosingStore):
             return ()  # no stored topic can hold one
         statement = self._sql.pending
         rows = await self._sessions.pooled(
-            lambda c: c.execute(statement, (topic, limit)).fetchall(), "read"
+            lambda c: c.execute(statement, (topic, limit)).fetchall(), "read", "the outbox"
         )
         items: list[OutboxItem] = []
         for item_id, item_topic, payload in rows:
@@ -272,7 +272,9 @@ class PostgresStateStore(ClosingStore):
         if not wanted:
             return
         statement = self._sql.complete
-        await self._sessions.pooled(lambda c: c.execute(statement, (wanted,)), "complete items of")
+        await self._sessions.pooled(
+            lambda c: c.execute(statement, (wanted,)), "complete items of", "the outbox"
+        )
 
     # -- users ---------------------------------------------------------------------------
 
@@ -311,7 +313,8 @@ class PostgresStateStore(ClosingStore):
         user_id = check_user_id(user_id)
         statement = self._user_sql["link"]
         await self._sessions.pooled(
-            lambda c: c.execute(statement, (conversation_id, user_id)), "link a user to"
+            lambda c: c.execute(statement, (conversation_id, user_id)),
+            "link a user to a conversation in",
         )
 
     async def erase_user(self, user_id: str) -> StateErasure:

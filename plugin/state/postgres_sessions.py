@@ -313,13 +313,15 @@ class Sessions:
         except RuntimeError as error:  # shut down concurrently
             raise StateStoreError(f"the store on {self._backing} is closed") from error
 
-    async def pooled(self, work: Callable[[Connection], _T], what: str) -> _T:
+    async def pooled(
+        self, work: Callable[[Connection], _T], what: str, subject: str = "the state store"
+    ) -> _T:
         """Run ``work`` on any pooled connection (calls that need no conversation lock: the
-        outbox, user links, erasure, history)."""
+        outbox, user links, erasure, history); an error says it could not ``what`` ``subject``."""
         deadline = time.monotonic() + self._lock_timeout
 
         def call() -> _T:
-            connection, result = self._first_statement("the outbox", what, deadline, work)
+            connection, result = self._first_statement(subject, what, deadline, work)
             self._pool.putconn(connection)
             return result
 

@@ -446,6 +446,20 @@ async def test_an_unreadable_outbox_payload_names_the_item(
         await store.pending_outbox("memory")
 
 
+async def test_a_failing_pooled_call_names_what_it_was_doing_and_to_which_part_of_the_store(
+    store: PostgresStateStore, url: str, schema: str
+) -> None:
+    run_sql(url, f'DROP TABLE "{schema}".outbox, "{schema}".conversation_users')
+    with pytest.raises(StateStoreError, match="could not read the outbox in schema"):
+        await store.pending_outbox("memory")
+    with pytest.raises(StateStoreError, match="could not complete items of the outbox in"):
+        await store.complete_outbox(["item-1"])
+    with pytest.raises(StateStoreError, match="link a user to a conversation in the state store"):
+        await store.link_user("c1", "ann")
+    with pytest.raises(StateStoreError, match="could not erase a user from the state store"):
+        await store.erase_user("ann")
+
+
 @pytest.mark.parametrize(
     ("messages", "outbox", "named"),
     [
