@@ -131,8 +131,9 @@ def _import(args: argparse.Namespace, adopted: Any, location: str) -> int:
                           "left_out": report.left_out_count,
                           "left_out_examples": report.left_out}, indent=2))  # fmt: skip
         return 0
+    noun = "memory" if report.written == 1 else "memories"
     print(
-        f"imported {report.written:,} memories into the collections under {args.collection!r} "
+        f"imported {report.written:,} {noun} into the collections under {args.collection!r} "
         f"at {location} ({users:,} users now; {report.already:,} already there, "
         f"{report.left_out_count:,} left out); {args.name!r} is unchanged"
     )

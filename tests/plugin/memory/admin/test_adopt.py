@@ -362,7 +362,7 @@ def test_an_import_writes_the_memory_index_that_index_names(
     index = tmp_path / "elsewhere.sqlite3"
     argv = ["adopt", "raw", "--user-field", "user", "--timestamp-field", "when", "--import"]
     assert main([*argv, "--data-dir", str(tmp_path), "--index", str(index)]) == 0
-    assert "imported 1 memories" in capsys.readouterr().out
+    assert "imported 1 memory into" in capsys.readouterr().out
     assert index.exists() and not (tmp_path / "chroma" / "affect-memory-index.sqlite3").exists()
     with ChromaMemory(tmp_path / "chroma", embedder=embedder, index=str(index)) as memory:
         assert memory.index.lexical_search("ann", "bees", 5).ids == ["r1"]
