@@ -25,7 +25,12 @@ import numpy.typing as npt
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.kernel.retrieval import SECONDS_PER_DAY
-from affect_memory.memory.recall.lexicon import load_lexicon, normal_phrase, phrase_alternation
+from affect_memory.memory.recall.lexicon import (
+    load_lexicon,
+    normal_phrase,
+    phrase_alternation,
+    word_list,
+)
 
 __all__ = ["PeriodReader", "days_from_period", "named_period", "period_reader"]
 
@@ -33,10 +38,7 @@ _DIGIT = re.compile(r"\d")
 
 
 def _words(data: Mapping[str, object], key: str, where: str) -> list[str]:
-    value = data.get(key)
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise InvalidInputError(f"{where}.{key} must be a list of non-empty strings")
-    return [normal_phrase(item) for item in value]
+    return [normal_phrase(item) for item in word_list(data, key, where)]
 
 
 def _word(data: Mapping[str, object], key: str, where: str) -> str:

@@ -51,7 +51,12 @@ from typing import Literal, Protocol
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 from affect_memory.memory.index.lexical.analyzer import words
-from affect_memory.memory.recall.lexicon import load_lexicon, normal_phrase, phrase_alternation
+from affect_memory.memory.recall.lexicon import (
+    load_lexicon,
+    normal_phrase,
+    phrase_alternation,
+    word_list,
+)
 from affect_memory.memory.recall.periods import PeriodReader, period_reader
 
 __all__ = [
@@ -182,13 +187,6 @@ class _Lexicon:
     weekday names (``calendar_words``: capitalised, yet nobody's name)."""
 
 
-def _strings(data: Mapping[str, object], key: str, where: str) -> list[str]:
-    value = data.get(key)
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise InvalidInputError(f"{where}: {key} must be a list of non-empty strings")
-    return list(value)
-
-
 def _mapping(data: Mapping[str, object], key: str, where: str) -> dict[str, object]:
     value = data.get(key)
     if not isinstance(value, dict):
@@ -212,19 +210,19 @@ def _lexicon(language: str) -> _Lexicon:
         for way, texts in _mapping(data, "owner_forms", where).items()
     }
     return _Lexicon(
-        state=_whole(_strings(data, "state_words", where)),
-        former=_whole(_strings(data, "former_words", where)),
-        former_modifiers=tuple(_strings(data, "former_modifiers", where)),
-        past_aux=_whole(_strings(data, "past_auxiliaries", where)),
-        history=_whole(_strings(data, "history_words", where)),
-        tense_neutral=frozenset(map(normal_phrase, _strings(data, "tense_neutral", where))),
-        present_aux=_present_pattern(_strings(data, "present_auxiliaries", where)),
-        perfect_aux=_present_pattern(_strings(data, "perfect_auxiliaries", where)),
-        irregular_past=_whole(_strings(data, "irregular_past", where)),
+        state=_whole(word_list(data, "state_words", where)),
+        former=_whole(word_list(data, "former_words", where)),
+        former_modifiers=tuple(word_list(data, "former_modifiers", where)),
+        past_aux=_whole(word_list(data, "past_auxiliaries", where)),
+        history=_whole(word_list(data, "history_words", where)),
+        tense_neutral=frozenset(map(normal_phrase, word_list(data, "tense_neutral", where))),
+        present_aux=_present_pattern(word_list(data, "present_auxiliaries", where)),
+        perfect_aux=_present_pattern(word_list(data, "perfect_auxiliaries", where)),
+        irregular_past=_whole(word_list(data, "irregular_past", where)),
         regular_past=re.compile(rf"\b[^\W\d_]{{{stem},}}{re.escape(suffix)}\b", re.IGNORECASE),
         not_past=(
-            tuple(_strings(data, "not_past_endings", where)),
-            frozenset(_strings(data, "not_past_words", where)),
+            tuple(word_list(data, "not_past_endings", where)),
+            frozenset(word_list(data, "not_past_words", where)),
         ),
         owner_roles=roles,
         owner_forms=forms,

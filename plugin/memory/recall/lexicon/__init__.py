@@ -3,22 +3,23 @@
 Each ``<language>.json`` holds the query analyser's words (``affect_memory.memory.recall.plan``),
 the date words of the periods a query names (``affect_memory.memory.recall.periods``), the words
 that report a change (``affect_memory.memory.recall.change_cues``) and the life domains with the
-phrases that describe each (``affect_memory.memory.recall.life_topics``). ``phrase_alternation``
-and ``normal_phrase`` are how those readers match a word list and name what matched.
+phrases that describe each (``affect_memory.memory.recall.life_topics``). ``word_list`` is how
+those readers take a word list, ``phrase_alternation`` and ``normal_phrase`` how they match one
+and name what matched.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from affect_memory.kernel.errors import InvalidInputError, shown
 
-__all__ = ["load_lexicon", "normal_phrase", "phrase_alternation"]
+__all__ = ["load_lexicon", "normal_phrase", "phrase_alternation", "word_list"]
 
 
 @cache
@@ -44,3 +45,14 @@ def phrase_alternation(phrases: Sequence[str]) -> str:
 def normal_phrase(text: str) -> str:
     """A matched word or phrase as a lexicon writes it: lower case, single spaces."""
     return " ".join(text.lower().split())
+
+
+def word_list(data: Mapping[str, object], key: str, where: str) -> list[str]:
+    """The list of non-empty strings a lexicon section ``where`` holds under ``key``; anything
+    else is refused in one line naming both."""
+    value = data.get(key)
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise InvalidInputError(
+            f"{where}.{key} must be a list of non-empty strings, got {shown(value)}"
+        )
+    return list(value)
