@@ -179,7 +179,8 @@ def format_hybrid(row: dict[str, Any]) -> str:
 
     stages = row["hybrid_stages_ms"]
     default = DEFAULT_RECALL_SETTINGS
-    pool = f"{default.dense_candidates} + {default.lexical_candidates}"
+    dense = f"{default.dense_candidates} ({default.dated_dense_candidates} dated)"
+    pool = f"{dense} + {default.lexical_candidates}"
     table = format_table(
         ["recall (one user)", "median ms", "p95 ms"],
         [

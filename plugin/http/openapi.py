@@ -83,6 +83,7 @@ def _schemas() -> dict[str, Any]:
     settings.update(
         ranking={"enum": ["hybrid", "dense"]},
         dense_candidates=_INTEGER,
+        dated_dense_candidates=_INTEGER,
         lexical_candidates=_INTEGER,
         anchor_members=_INTEGER,
         weights=_object(weights),

@@ -78,6 +78,13 @@ class RecallSettings(ParameterModel):
     ``dense``: the nearest by cosine alone, Chroma's distance as is, aged by the calendar."""
     dense_candidates: Annotated[int, _pool_size(1)] = 128
     """Chroma's nearest memories added to the pool (at least ``top_k`` are fetched)."""
+    dated_dense_candidates: Annotated[int, _pool_size(1)] = 64
+    """At most this many of them under a rule that ages memories by their dates (period,
+    former, state), which reads every candidate's index row before ranking, once the user has
+    more than ``dense_candidates`` memories (a smaller store is pooled whole); the event rule
+    reads a row only when the ranking reaches it, so its pool stays ``dense_candidates``
+    deep. Every dev figure is the same at 64 as at 128; 128 under the event rule keeps 85%
+    of LoCoMo's evidence turns in the pool (docs/evaluation/performance.md)."""
     lexical_candidates: Annotated[int, _pool_size(0)] = 64
     """The lexical index's best BM25 matches added to the pool (0: none; ``hybrid`` only)."""
     bm25_k1: NonNegativeFloat = 1.2

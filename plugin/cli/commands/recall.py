@@ -60,7 +60,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         metavar="N",
         help=(
             "Chroma's nearest memories in each query's pool, at most 1,024 (default 128, or "
-            "the --weights file's dense_candidates); at least --top are fetched"
+            "the --weights file's dense_candidates; in a larger store, a question about a "
+            "period, a former or a current state takes at most dated_dense_candidates of "
+            "them, default 64); at least --top are fetched"
         ),
     )
     parser.add_argument(

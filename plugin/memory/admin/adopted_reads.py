@@ -157,3 +157,7 @@ class AdoptedReads:
     def newest_epoch(self, user_id: str) -> float | None:
         """Refused: only a planned (hybrid) recall asks, and an adopted one is dense."""
         raise StoreError("an adopted collection is recalled dense, without a plan")
+
+    def memory_count(self, user_id: str) -> int:
+        """Refused: only a planned (hybrid) recall asks, and an adopted one is dense."""
+        raise StoreError("an adopted collection is recalled dense, without a plan")

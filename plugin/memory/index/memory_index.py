@@ -359,6 +359,16 @@ class MemoryIndex:
 
         return self._read(user_id, newest)
 
+    def memory_count(self, user_id: str) -> int:
+        """How many memories the index holds of ``user_id`` (0 for a user it does not know)."""
+        user_id = check_user(user_id)
+
+        def count(tx: Tx, key: int) -> int:
+            row = tx.one("SELECT doc_count FROM index_users WHERE user_key = ?", (key,))
+            return 0 if row is None else int(row[0])
+
+        return self._read(user_id, count)
+
     def ordered_ids(self, user_id: str, *, limit: int, offset: int) -> list[str]:
         """A page of ``user_id``'s memory ids, oldest timestamp first, then by id (a memory
         without a timestamp epoch last)."""

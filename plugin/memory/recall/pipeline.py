@@ -3,7 +3,8 @@
 For each query and its plan (``affect_memory.memory.recall.plan``; ``RecallSettings`` holds every
 constant):
 
-1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only), plus the
+1. **pool**: Chroma's ``dense_candidates`` nearest memories (ids and distances only; at most
+   ``dated_dense_candidates`` under a rule that reads every candidate's row), plus the
    lexical index's ``lexical_candidates`` best BM25 matches of the plan's ``match_text``, their
    cosine from the embeddings the index holds (Chroma's ``get`` only for those it lacks;
    ``affect_memory.memory.recall.pool``). The lexical search and the index rows of the whole
@@ -266,14 +267,16 @@ class HybridRecall:
         the ``dense`` ranking) over ``user_id``'s memories.
 
         ``weights`` override the settings' own; at least ``top_k`` nearest memories are
-        fetched whatever ``settings.dense_candidates`` says. With ``whole_pool`` every pool
+        fetched whatever ``settings.dense_candidates`` (or, under a rule that ages memories by
+        their dates, ``dated_dense_candidates``) says. With ``whole_pool`` every pool
         member is fetched and ranked (for fitting and pool coverage), not only the top ``k``.
         With ``where``, only the memories meeting it are candidates.
         """
         collection = self._collections.of(user_id, create=False)
         if collection is None or not len(queries):
             return [replace(RankedQuery.empty(), plan=plan) for plan in plans]
-        size = max(settings.dense_candidates, top_k)
+        sizes = self._dense_sizes(user_id, plans, settings, top_k)
+        size = max(sizes)
         with self._collections.backend("query memories"):
             start = perf_counter()
             result = collection.query(
@@ -283,13 +286,20 @@ class HybridRecall:
                 where=None if where is None else where.chroma_where(),
             )
             self._timed("chroma_query", start)
-        pools = dense_pools(result, f"a query of user {user_id!r}")
+        # one query at the deepest plan's size: a shallower plan's nearest are its prefix
+        # (HNSW searches at ef_search whatever the size asked for)
+        pools = [
+            pool.nearest(wanted)
+            for pool, wanted in zip(
+                dense_pools(result, f"a query of user {user_id!r}"), sizes, strict=True
+            )
+        ]
         if where is not None:
             pools = [
-                self._topped_up(collection, user_id, where, pool, vector, size)
-                if len(pool) < size
+                self._topped_up(collection, user_id, where, pool, vector, wanted)
+                if len(pool) < wanted
                 else pool
-                for pool, vector in zip(pools, vectors, strict=True)
+                for pool, vector, wanted in zip(pools, vectors, sizes, strict=True)
             ]
         newest: list[float | None] = []
         ranked = []
@@ -316,6 +326,26 @@ class HybridRecall:
             )
             ranked.append(replace(found, plan=rule))
         return ranked
+
+    def _dense_sizes(
+        self,
+        user_id: str,
+        plans: Sequence[QueryPlan | None],
+        settings: RecallSettings,
+        top_k: int,
+    ) -> list[int]:
+        """How many of Chroma's nearest each plan's pool takes: ``dense_candidates``, or
+        ``dated_dense_candidates`` under a rule that reads every candidate's row, unless the
+        deeper pool would hold every memory of the user anyway (a small store is kept whole);
+        never fewer than ``top_k``."""
+        deep = max(settings.dense_candidates, top_k)
+        shallow = max(min(settings.dense_candidates, settings.dated_dense_candidates), top_k)
+        dated = [_reads_every_row(rule) for rule in plans]
+        if shallow >= deep or not any(dated):
+            return [deep] * len(plans)
+        if self._index.memory_count(user_id) <= settings.dense_candidates:
+            return [deep] * len(plans)
+        return [shallow if reads else deep for reads in dated]
 
     def _with_lexical(
         self,
@@ -697,6 +727,13 @@ def _ages(
         calendar: FloatArray = np.maximum(0.0, (now.timestamp() - epochs) / SECONDS_PER_DAY)
         return calendar
     return rule_ages(rule, epochs, now, newest_epoch, settings)
+
+
+def _reads_every_row(rule: QueryPlan | None) -> bool:
+    """Whether ``rule`` reads every dense candidate's index row before ranking: a planned
+    rule that ages memories by their dates (period, former, state), not the event rule (rows
+    read as the ranking reaches them) nor the dense ranking (its own small pool)."""
+    return rule is not None and ages_by_date(rule)
 
 
 def _text(value: object) -> str | None:

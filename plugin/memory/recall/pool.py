@@ -242,6 +242,10 @@ class MemoryIndexReads(Protocol):
         """Epoch seconds of the user's newest memory, or None when there is none."""
         ...
 
+    def memory_count(self, user_id: str) -> int:
+        """How many memories the index holds of the user."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class QueryPool:
@@ -264,6 +268,13 @@ class QueryPool:
     def __len__(self) -> int:
         """How many members the pool has."""
         return len(self.ids)
+
+    def nearest(self, count: int) -> QueryPool:
+        """The pool's first ``count`` members (Chroma's nearest come first)."""
+        if count >= len(self.ids):
+            return self
+        bm25 = None if self.bm25 is None else self.bm25[:count]
+        return QueryPool(self.ids[:count], self.distances[:count], bm25, self.idf_total)
 
     @property
     def searched(self) -> bool:

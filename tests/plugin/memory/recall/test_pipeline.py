@@ -1,7 +1,7 @@
 """Recall's read path end to end: a current-state question prefers the memory that reports a
 change, the one about the same part of life and the one that resembles the question's closest
 memory, and says so in the hit's time rule; an event question reads only the index rows its
-ranking reaches."""
+ranking reaches, and a question whose rule reads every row takes the shallower dense pool."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from affect_memory.memory.recall.life_topics import TopicSpace
 from affect_memory.memory.recall.pipeline import HybridRecall
 from affect_memory.memory.recall.plan import default_analyser
 from affect_memory.memory.recall.pool import PooledSearch, Rehearsal
-from affect_memory.memory.results import RecallHit
+from affect_memory.memory.results import RECALL_MANY_TOLERANCE, RecallHit
 from affect_memory.memory.settings import DEFAULT_RECALL_SETTINGS, RecallSettings
 from affect_memory.memory.store import ChromaMemory
 from affect_memory.models.embeddings import Embedder
@@ -258,3 +258,59 @@ def test_an_event_question_reads_only_the_rows_its_ranking_reaches(
             read.append(lazily_read)
     settled = [count < candidates for count in read]
     assert any(settled) and not all(settled), read  # both ways were taken
+
+
+POOL_QUESTIONS = {
+    "What did I cook for the party?": "event",
+    "What did I do last week?": "period",
+    "Where did I live before?": "former",
+    "Where do I live now?": "state",
+}
+
+
+def test_a_rule_that_reads_every_candidates_row_takes_the_shallower_dense_pool(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """A period, former or state question reads each dense candidate's row before ranking, so
+    its pool takes at most ``dated_dense_candidates`` of Chroma's nearest; an event question
+    (and the dense ranking) takes ``dense_candidates``, and a store no larger than that is
+    pooled whole. Asked together, each question's pool and hits are what it gets alone: the
+    shallower pool is the deeper one's prefix."""
+    lines = (CORPORA / "v" / "memories.jsonl").read_text().splitlines()
+    records = [{**json.loads(line), "user_id": "ann"} for line in lines]
+    settings = DEFAULT_RECALL_SETTINGS.model_copy(
+        update={"dense_candidates": 40, "dated_dense_candidates": 16, "lexical_candidates": 0}
+    )
+    dense = settings.model_copy(update={"ranking": "dense"})
+    now = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    with ChromaMemory(tmp_path / "chroma", embedder=embedder) as memory:
+        memory.add(records)
+        for question, kind in POOL_QUESTIONS.items():
+            assert default_analyser().plan(question, "ann", now).kind == kind, question
+            pool = memory.candidates(question, "ann", now=now, settings=settings)
+            assert len(pool) == (40 if kind == "event" else 16), question
+            assert len(memory.candidates(question, "ann", now=now, settings=dense)) == 40
+        alone = [
+            memory.recall(question, "ann", now=now, top_k=10, settings=settings).results
+            for question in POOL_QUESTIONS
+        ]
+        together = memory.recall_many(
+            [{"query": question, "user_id": "ann"} for question in POOL_QUESTIONS],
+            now=now,
+            top_k=10,
+            settings=settings,
+        )
+        for one, batched in zip(alone, together, strict=True):
+            # a batch embeds a query in the last bits differently (RECALL_MANY_TOLERANCE)
+            assert [hit.id for hit in batched.results] == [hit.id for hit in one]
+            assert [hit.score for hit in batched.results] == pytest.approx(
+                [hit.score for hit in one], abs=RECALL_MANY_TOLERANCE
+            )
+        # the same depth for every rule is a settings change: the dated questions widen
+        level = settings.model_copy(update={"dated_dense_candidates": 40})
+        assert len(memory.candidates("Where do I live now?", "ann", now=now, settings=level)) == 40
+        # a store the deeper pool holds whole is pooled whole under every rule
+        whole = settings.model_copy(update={"dense_candidates": len(records)})
+        for question in POOL_QUESTIONS:
+            found = memory.candidates(question, "ann", now=now, settings=whole)
+            assert len(found) == len(records), question
