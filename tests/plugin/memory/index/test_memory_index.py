@@ -128,6 +128,16 @@ class IndexContract:
         assert memory.index.newest_epoch("ann") == (NOW - timedelta(days=30)).timestamp()
         assert memory.index.newest_epoch("bob") is None
 
+    def test_memory_count_follows_adds_upserts_and_forgets(self, memory: ChromaMemory) -> None:
+        assert memory.index.memory_count("ann") == 0
+        memory.add([record(ident, text) for ident, text in GARDEN.items()])
+        assert memory.index.memory_count("ann") == len(GARDEN)
+        memory.upsert([record("m1", "I sold the beehives and bought a piano.")])
+        assert memory.index.memory_count("ann") == len(GARDEN)
+        memory.forget(["m2"], user_id="ann")
+        assert memory.index.memory_count("ann") == len(GARDEN) - 1
+        assert memory.index.memory_count("bob") == 0
+
     def test_rehearsal_reads_the_embeddings_the_index_keeps_when_asked(
         self, memory: ChromaMemory
     ) -> None:
