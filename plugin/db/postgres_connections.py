@@ -1,7 +1,7 @@
 """Talking to PostgreSQL: the first connection of a store or index, the one connection pool
 both use (``open_pool``, ``DEFAULT_POOL_SIZE`` sessions unless told), one-line driver errors
-without passwords, the settings of every pooled session, what a schema may be called, and the
-text PostgreSQL cannot store (NUL, lone surrogates)."""
+without passwords, the settings of every pooled session, how long a lock is waited for, what a
+schema may be called, and the text PostgreSQL cannot store (NUL, lone surrogates)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ __all__ = [
     "display",
     "one_line",
     "open_pool",
+    "set_lock_timeout",
 ]
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -101,6 +102,15 @@ def cancel_quietly(connection: Connection) -> None:
     """Ask the server to cancel what ``connection`` runs; a failure to ask is ignored."""
     with suppress(psycopg.Error):
         connection.cancel_safe(timeout=5)
+
+
+def set_lock_timeout(connection: Connection, seconds: float, *, local: bool = True) -> None:
+    """Bound how long ``connection`` waits for a lock to ``seconds`` (at least 1 ms): for the
+    transaction it is in (``local``), else for the session until set again."""
+    connection.execute(
+        "SELECT set_config('lock_timeout', %s, %s)",
+        (f"{max(1, int(seconds * 1000))}ms", local),
+    )
 
 
 def configure(connection: Connection, search_path: str | None = None) -> None:

@@ -70,6 +70,7 @@ from affect_memory.db.postgres_connections import (
     connect_first,
     display,
     one_line,
+    set_lock_timeout,
 )
 from affect_memory.kernel.adapters.store_support import check_outbox_ids, holding, prepare_commit
 from affect_memory.kernel.bounds import check_conversation_id, check_limit
@@ -329,11 +330,10 @@ class PostgresStateStore(ClosingStore):
         """
         user_id = check_user_id(user_id)
         statements, history = self._user_sql, self._history
-        wait = f"{max(1, int(self._lock_timeout * 1000))}ms"
 
         def erase(connection: Connection) -> StateErasure:
             with connection.transaction():
-                connection.execute("SELECT set_config('lock_timeout', %s, true)", (wait,))
+                set_lock_timeout(connection, self._lock_timeout)
                 held: set[str] = set()
                 while True:  # a turn that commits while this waits may name another one
                     linked = {

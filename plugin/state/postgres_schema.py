@@ -16,7 +16,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from affect_memory.db.postgres_connections import Connection, one_line
+from affect_memory.db.postgres_connections import Connection, one_line, set_lock_timeout
 from affect_memory.kernel.errors import StateStoreError
 
 __all__ = [
@@ -189,10 +189,7 @@ def migrate(
     identifier = sql.Identifier(schema)
     try:
         with connection.transaction():
-            connection.execute(
-                "SELECT set_config('lock_timeout', %s, true)",
-                (f"{max(1, int(lock_timeout * 1000))}ms",),
-            )
+            set_lock_timeout(connection, lock_timeout)
             connection.execute(
                 "SELECT pg_advisory_xact_lock(%s, %s)",
                 (_MIGRATION_LOCK_CLASS, schema_key32(schema)),

@@ -27,7 +27,13 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from affect_memory.db.postgres_connections import Connection, cancel_quietly, one_line, open_pool
+from affect_memory.db.postgres_connections import (
+    Connection,
+    cancel_quietly,
+    one_line,
+    open_pool,
+    set_lock_timeout,
+)
 from affect_memory.errors import LockTimeoutError
 from affect_memory.kernel.errors import StateStoreError, shown
 from affect_memory.state.common import when_done
@@ -220,10 +226,7 @@ class Sessions:
         try:
             # A session lock taken inside a transaction outlives it; SET LOCAL ends with it.
             with connection.transaction():
-                connection.execute(
-                    "SELECT set_config('lock_timeout', %s, true)",
-                    (f"{max(1, int(remaining * 1000))}ms",),
-                )
+                set_lock_timeout(connection, remaining)
                 connection.execute(self._statements.lock, (key,))
         except pg_errors.LockNotAvailable:
             raise LockTimeoutError(conversation_id, self._lock_timeout, HELD_ELSEWHERE) from None

@@ -169,13 +169,12 @@ class PostgresBackend:
         return self._display
 
     def _migrate(self, connection: Any, lock_timeout: float) -> None:
+        from affect_memory.db.postgres_connections import set_lock_timeout
+
         psycopg = self._psycopg
         try:
             with connection.transaction():
-                connection.execute(
-                    "SELECT set_config('lock_timeout', %s, true)",
-                    (f"{max(1, int(lock_timeout * 1000))}ms",),
-                )
+                set_lock_timeout(connection, lock_timeout)
                 connection.execute(
                     "SELECT pg_advisory_xact_lock(%s, %s)",
                     (_MIGRATION_CLASS, _key32(self._schema)),
@@ -270,14 +269,13 @@ class PostgresBackend:
     @contextmanager
     def lock(self, name: str, *, timeout: float) -> Iterator[None]:
         """Hold user lock ``name`` (a session advisory lock), waiting at most ``timeout``."""
+        from affect_memory.db.postgres_connections import set_lock_timeout
+
         psycopg = self._psycopg
         keys = self._lock_keys(name)
         with self._pinned() as connection:
             try:
-                connection.execute(
-                    "SELECT set_config('lock_timeout', %s, false)",
-                    (f"{max(1, int(timeout * 1000))}ms",),
-                )
+                set_lock_timeout(connection, timeout, local=False)
                 connection.execute("SELECT pg_advisory_lock(%s, %s)", keys)
                 connection.execute("SELECT set_config('lock_timeout', '0', false)")
             except psycopg.errors.LockNotAvailable:
